@@ -1,0 +1,42 @@
+# tierscope — `make help` lists the targets.
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+
+.PHONY: help demo test bench lint install rust-test clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+install: $(PY) ## Build the Rust extension and install tierscope (editable) with dev tools
+	$(PY) -m pip install --quiet -e ".[dev]"
+
+demo: install ## Solve the example models and print their tables (modelling demo)
+	@for m in examples/models/*.yaml; do echo "== $$m"; $(BIN)/tierscope model solve "$$m" || exit $$?; done
+	$(BIN)/tierscope usl examples/usl/specsdm91.csv
+
+rust-test: ## Unit tests of the pure-Rust modules
+	cargo test --quiet --manifest-path native/Cargo.toml --no-default-features
+
+test: install rust-test lint ## Build, install and run the whole test suite
+	$(BIN)/pytest -q
+
+bench: install ## Benchmarks against the anchors (numpy baseline, LINE); results in benchmarks/results/
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
+	$(BIN)/pytest -q -p no:cacheprovider benchmarks -s
+
+lint: $(PY) ## ruff, cargo fmt --check, clippy
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+	cargo fmt --manifest-path native/Cargo.toml --check
+	cargo clippy --quiet --manifest-path native/Cargo.toml --no-default-features -- -D warnings
+
+clean: ## Remove build products and the virtualenv
+	rm -rf $(VENV) native/target build dist

@@ -1,0 +1,172 @@
+"""The ``tierscope`` command line: wiring only.
+
+Design decision (after ripgrep): arguments become spec objects, spec objects go to the layer that
+computes, results are rendered by ``report``; errors leave through one place, :func:`main`, which
+maps bad input to exit status 2 with a one-line message naming the file and field, and anything
+unexpected to exit status 1.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from tierscope import __version__
+from tierscope.errors import InputError, TierscopeError
+
+app = typer.Typer(
+    name="tierscope",
+    help="Find, explain and predict performance bottlenecks in multi-tier systems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+model_app = typer.Typer(
+    help="Queueing-network models: solve, single-queue formulas.", no_args_is_help=True
+)
+app.add_typer(model_app, name="model")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+METHOD_NAMES = ("auto", "exact", "amva", "linearizer", "nc", "ctmc", "open", "bounds")
+
+
+def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    else:
+        out.print(render(doc))
+
+
+@app.command()
+def version() -> None:
+    """Print the tierscope version."""
+    out.print(f"tierscope {__version__}")
+
+
+@model_app.command("solve")
+def model_solve(
+    model_file: Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")],
+    method: Annotated[
+        str,
+        typer.Option(help="auto | exact | amva | linearizer | nc | ctmc | open | bounds"),
+    ] = "auto",
+    tol: Annotated[float | None, typer.Option(help="Tolerance of iterative methods.")] = None,
+    max_iter: Annotated[
+        int | None, typer.Option(help="Iteration cap of iterative methods.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Solve a queueing-network model and print throughput, response times, utilisations."""
+    from tierscope.qn import Network, solve
+    from tierscope.report import terminal
+    from tierscope.spec import load_model
+
+    if method not in METHOD_NAMES:
+        raise InputError("--method", method, "one of " + ", ".join(METHOD_NAMES))
+    options: dict[str, Any] = {}
+    if tol is not None or max_iter is not None:
+        if method not in ("amva", "linearizer"):
+            raise InputError("--tol/--max-iter", method, "method amva or linearizer")
+        if tol is not None:
+            options["tol"] = tol
+        if max_iter is not None:
+            options["max_iter"] = max_iter
+    model = load_model(model_file)
+    result = solve(Network.from_model(model), method, **options)
+    doc = result.to_dict()
+    title = model.name or model_file.name
+    render = terminal.bounds if doc["method"] == "bounds" else terminal.solution
+    _emit(doc, as_json, lambda d: render(d, title))
+
+
+@model_app.command("queue")
+def model_queue(
+    kind: Annotated[str, typer.Option(help="mm1 | mmm | mmmk | mg1 | mg1ps")],
+    arrival_rate: Annotated[float, typer.Option("--arrival-rate", "-l", help="λ [1/s]")],
+    service_time: Annotated[float, typer.Option("--service-time", "-s", help="Mean S [s]")],
+    servers: Annotated[int | None, typer.Option(help="m (mmm, mmmk)")] = None,
+    capacity: Annotated[int | None, typer.Option(help="K, jobs in system (mmmk)")] = None,
+    scv: Annotated[
+        float | None, typer.Option(help="Squared coefficient of variation (mg1)")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Closed-form metrics of a single queue (M/M/1, M/M/m, M/M/m/K, M/G/1, M/G/1-PS)."""
+    from tierscope.qn.queues import QUEUE_KINDS
+    from tierscope.report import terminal
+
+    if kind not in QUEUE_KINDS:
+        raise InputError("--kind", kind, "one of " + ", ".join(QUEUE_KINDS))
+    fn = QUEUE_KINDS[kind]
+    accepted = set(inspect.signature(fn).parameters)
+    given = {"servers": servers, "capacity": capacity, "scv": scv}
+    kwargs: dict[str, Any] = {"arrival_rate": arrival_rate, "service_time": service_time}
+    for name, value in given.items():
+        if name in accepted:
+            if value is None:
+                raise InputError(f"--{name}", None, f"a value (required by --kind {kind})")
+            kwargs[name] = value
+        elif value is not None:
+            raise InputError(f"--{name}", value, f"not given (it does not apply to {kind})")
+    doc = fn(**kwargs).to_dict()
+    _emit(doc, as_json, lambda d: terminal.key_values(f"{kind} queue", _flat(d)))
+
+
+@app.command()
+def usl(
+    data: Annotated[
+        Path, typer.Argument(metavar="DATA.csv", help="Columns concurrency,throughput")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit the Universal Scalability Law X(N) = λN / (1 + σ(N−1) + κN(N−1))."""
+    from tierscope.qn.usl import fit_usl, read_usl_csv
+    from tierscope.report import terminal
+
+    n, x = read_usl_csv(data)
+    doc = fit_usl(n, x).to_dict()
+    _emit(doc, as_json, lambda d: terminal.key_values(f"USL fit of {data.name}", _flat(d)))
+
+
+def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(k, v) for k, v in doc.items() if not isinstance(v, dict | list)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; the one place where errors become exit codes."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except typer.Abort:
+        err.print("interrupted")
+        return 130
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: unknown option, missing argument
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err.print(f"error: {exc.format_message()}", markup=False)
+        return int(exc.exit_code)
+    except InputError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return 2
+    except TierscopeError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return int(rv or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""Exact solution of small closed networks from their Markov chain (method ``"ctmc"``).
+
+This solver builds the continuous-time Markov chain of the network and solves pi Q = 0. It does
+not rely on product form. It is therefore an independent cross-check of the product-form
+solvers (``nc``, exact MVA), and it gives the full joint distribution of the jobs over the
+stations (:func:`joint_distribution`), not only means.
+
+Model. A state gives the number of class-c jobs at each station that class c visits. A job's
+think time Z_c > 0 is one more delay station. Every station is processor sharing with a
+class-blind, load-dependent capacity. With n_k jobs present, class c leaves station k at rate
+alpha_k(n_k) * (n_ck / n_k) / S_ck at a queue and n_ck / S_ck at a delay. FCFS queues are
+solved as PS, which is equivalent when their service times are class-independent (the
+product-form case). The ``Network`` keeps visit ratios, not the routing matrix. Product-form
+measures depend only on demands, so the chain uses the random routing that reproduces the visit
+ratios: after any completion, a class-c job moves to station j with probability
+V_cj / sum_j V_cj. The think station has V = 1, one visit per system completion. The system
+throughput is X_c = (class-c completions per second at station k) / V_ck, summed over k.
+
+Main design decision: the chain is never explored state by state. The states of each class are
+the compositions of N_c over its stations, listed in lexicographic order. A composition's
+position comes from a closed-form binomial ranking. Each possible move of a job is therefore one
+vectorised index computation over all states, and the generator is assembled as one sparse
+matrix. The balance equations are solved with SuperLU (``spsolve``), after replacing one
+equation by the normalisation. For large chains, ILU-preconditioned GMRES is used instead.
+``max_states`` (default 200,000) bounds the chain, whose size grows combinatorially with
+stations and populations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from numbers import Integral
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, gmres, spilu, spsolve
+
+from tierscope.errors import InputError, UnsupportedModelError
+from tierscope.qn.nc import _check_closed
+from tierscope.qn.network import Network
+from tierscope.qn.open import _fcfs_notes
+from tierscope.qn.result import Solution
+
+__all__ = ["DEFAULT_MAX_STATES", "JointDistribution", "joint_distribution", "solve", "state_count"]
+
+#: Largest chain solved by default.
+DEFAULT_MAX_STATES = 200_000
+
+#: Chains up to this size are solved directly (SuperLU); larger ones by GMRES in ``"auto"``.
+_DIRECT_LIMIT = 60_000
+
+LinearSolver = Literal["auto", "direct", "gmres"]
+
+
+@dataclass(frozen=True, eq=False)
+class JointDistribution:
+    """Stationary distribution of the chain.
+
+    ``counts[s, c, k]`` is the number of class-c jobs at station k in state s, and
+    ``thinking[s, c]`` the number of class-c jobs in think time. ``probabilities[s]`` is
+    pi(s). ``completions[c, k]`` is the rate of class-c service completions at station k,
+    self-transitions included.
+    """
+
+    counts: np.ndarray  # [S, C, M] int
+    thinking: np.ndarray  # [S, C] int
+    probabilities: np.ndarray  # [S]
+    completions: np.ndarray  # [C, M]
+    think_completions: np.ndarray  # [C]
+    residual: float  # max |pi Q| of the solved chain
+
+    @property
+    def n_states(self) -> int:
+        return int(self.probabilities.size)
+
+
+# --------------------------------------------------------------------------- compositions
+
+
+@cache
+def _compositions(total: int, parts: int) -> np.ndarray:
+    """All ways to put ``total`` jobs on ``parts`` stations, in lexicographic order."""
+    if parts == 0:
+        return np.zeros((1, 0), dtype=np.int64)
+    if parts == 1:
+        return np.array([[total]], dtype=np.int64)
+    blocks = []
+    for first in range(total + 1):
+        rest = _compositions(total - first, parts - 1)
+        blocks.append(np.hstack([np.full((rest.shape[0], 1), first, dtype=np.int64), rest]))
+    return np.vstack(blocks)
+
+
+def _n_compositions(total: int, parts: int) -> int:
+    return 1 if parts == 0 else math.comb(total + parts - 1, parts - 1)
+
+
+@cache
+def _binomials(total: int, parts: int) -> np.ndarray:
+    """binom[x, a] = C(x + a, a) for x <= total, a < parts (all <= the number of states)."""
+    return np.array(
+        [[math.comb(x + a, a) for a in range(parts)] for x in range(total + 1)], dtype=np.int64
+    )
+
+
+def _rank(rows: np.ndarray, total: int) -> np.ndarray:
+    """Position of each composition in :func:`_compositions` order (vectorised).
+
+    At part i, with r jobs still to place and a = parts - i - 1 parts after it, the
+    compositions that agree so far but put fewer jobs on part i number
+    C(r + a, a) - C(r - n_i + a, a) (hockey-stick identity).
+    """
+    parts = rows.shape[1]
+    out = np.zeros(rows.shape[0], dtype=np.int64)
+    if parts <= 1:
+        return out
+    binom = _binomials(total, parts)
+    left = np.full(rows.shape[0], total, dtype=np.int64)
+    for i in range(parts - 1):
+        a = parts - i - 1
+        out += binom[left, a] - binom[left - rows[:, i], a]
+        left = left - rows[:, i]
+    return out
+
+
+# --------------------------------------------------------------------------- chain
+
+
+@dataclass(frozen=True)
+class _ClassChain:
+    """Stations visited by one class (index M is its think time) and their parameters."""
+
+    stations: np.ndarray  # route, station indices (M = think)
+    visits: np.ndarray  # relative visit ratios along the route
+    service: np.ndarray  # mean service time per visit along the route
+    population: int
+
+    @property
+    def n_states(self) -> int:
+        return _n_compositions(self.population, self.stations.size)
+
+
+def _class_chains(net: Network) -> list[_ClassChain]:
+    M = net.n_stations
+    out = []
+    for c in range(net.n_classes):
+        route = np.flatnonzero(net.visits[c] > 0)
+        V, S = net.visits[c, route], net.service[c, route]
+        if net.think_time[c] > 0:
+            route = np.append(route, M)
+            V, S = np.append(V, 1.0), np.append(S, net.think_time[c])
+        out.append(_ClassChain(route, V, S, int(net.population[c])))
+    return out
+
+
+def state_count(net: Network) -> int:
+    """Number of states of the chain :func:`joint_distribution` would build."""
+    return math.prod(ch.n_states for ch in _class_chains(net))
+
+
+def _check_options(max_states: object, solver: object) -> tuple[int, str]:
+    if isinstance(max_states, bool) or not isinstance(max_states, Integral) or max_states < 1:
+        raise InputError("max_states", max_states, "an integer >= 1")
+    if solver not in ("auto", "direct", "gmres"):
+        raise InputError("solver", solver, "one of auto, direct, gmres")
+    return int(max_states), str(solver)
+
+
+def _solve_balance(Qgen: sp.csr_array, solver: str) -> np.ndarray:
+    """pi with pi Q = 0 and sum(pi) = 1: the last balance equation becomes the normalisation."""
+    n = Qgen.shape[0]
+    if n == 1:
+        return np.ones(1)
+    A = sp.lil_array(Qgen.T)
+    A[n - 1, :] = np.ones(n)
+    A = sp.csc_array(A)
+    b = np.zeros(n)
+    b[-1] = 1.0
+    if solver == "direct" or (solver == "auto" and n <= _DIRECT_LIMIT):
+        pi = spsolve(A, b)
+    else:
+        ilu = spilu(A, drop_tol=1e-6, fill_factor=20)
+        pre = LinearOperator(A.shape, ilu.solve)
+        pi, info = gmres(A, b, M=pre, rtol=1e-13, atol=0.0, restart=100, maxiter=2_000)
+        if info != 0:  # fall back rather than return an unconverged answer
+            pi = spsolve(A, b)
+    pi = np.maximum(np.asarray(pi, dtype=float), 0.0)  # round-off can leave -1e-17
+    return pi / pi.sum()
+
+
+def joint_distribution(
+    net: Network, *, max_states: int = DEFAULT_MAX_STATES, solver: LinearSolver = "auto"
+) -> JointDistribution:
+    """Build and solve the Markov chain of a closed network (see the module docstring)."""
+    net.require_product_form("ctmc")
+    _check_closed(net, "ctmc")
+    max_states, solver = _check_options(max_states, solver)
+    chains = _class_chains(net)
+    n_states = math.prod(ch.n_states for ch in chains)
+    if n_states > max_states:
+        raise UnsupportedModelError(
+            "max_states",
+            max_states,
+            f"a chain of at most {max_states:,} states for method 'ctmc' (this model has "
+            f"{n_states:,}); raise max_states or use method \"nc\" or \"exact\"",
+        )
+    C, M = net.n_classes, net.n_stations
+
+    # Global state s = sum_c rank_c * stride_c (C order over classes).
+    sizes = [ch.n_states for ch in chains]
+    strides = [math.prod(sizes[c + 1 :]) for c in range(C)]
+    ranks = np.unravel_index(np.arange(n_states), sizes)
+    counts = np.zeros((n_states, C, M + 1), dtype=np.int64)
+    for c, ch in enumerate(chains):
+        counts[:, c, ch.stations] = _compositions(ch.population, ch.stations.size)[ranks[c]]
+    at_station = counts.sum(axis=1)  # [S, M + 1]
+
+    rows, cols, vals = [], [], []
+    completions = np.zeros((n_states, C, M + 1))
+    for c, ch in enumerate(chains):
+        comp = _compositions(ch.population, ch.stations.size)
+        p_next = ch.visits / ch.visits.sum()
+        for a, k in enumerate(ch.stations):
+            n_ck = counts[:, c, k]
+            if k < M and not net.is_delay[k]:
+                n_k = np.maximum(at_station[:, k], 1)
+                rate = net.alpha_at(int(k), n_k) * n_ck / n_k / ch.service[a]
+            else:
+                rate = n_ck / ch.service[a]
+            completions[:, c, k] = rate
+            busy = np.flatnonzero(n_ck > 0)
+            for b in range(ch.stations.size):
+                if b == a:
+                    continue  # a self-loop changes no state (it still counts as a completion)
+                moved = comp.copy()
+                moved[:, a] -= 1
+                moved[:, b] += 1
+                valid = comp[:, a] > 0
+                delta = np.zeros(comp.shape[0], dtype=np.int64)
+                delta[valid] = _rank(moved[valid], ch.population) - np.flatnonzero(valid)
+                rows.append(busy)
+                cols.append(busy + delta[ranks[c][busy]] * strides[c])
+                vals.append(rate[busy] * p_next[b])
+    if rows:
+        r, k_, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    else:
+        r = k_ = np.zeros(0, dtype=np.int64)
+        v = np.zeros(0)
+    off = sp.coo_array((v, (r, k_)), shape=(n_states, n_states)).tocsr()
+    Qgen = (off - sp.diags_array(np.asarray(off.sum(axis=1)).ravel())).tocsr()
+    pi = _solve_balance(Qgen, solver)
+    residual = float(np.abs(Qgen.T @ pi).max()) if n_states > 1 else 0.0
+    flow = np.einsum("s,sck->ck", pi, completions)
+    return JointDistribution(
+        counts=counts[:, :, :M],
+        thinking=counts[:, :, M],
+        probabilities=pi,
+        completions=flow[:, :M],
+        think_completions=flow[:, M],
+        residual=residual,
+    )
+
+
+def solve(
+    net: Network, *, max_states: int = DEFAULT_MAX_STATES, solver: LinearSolver = "auto"
+) -> Solution:
+    """Solve a closed network exactly from its Markov chain.
+
+    ``extra["marginals"][station]`` is P(n_k = j), j = 0..|N|, for the total number of jobs
+    (all classes) at each station. ``extra["states"]`` is the number of states of the chain.
+    ``solver`` picks SuperLU (``"direct"``), ILU-preconditioned GMRES (``"gmres"``), or the
+    first up to 60,000 states and the second beyond (``"auto"``).
+    """
+    joint = joint_distribution(net, max_states=max_states, solver=solver)
+    pi = joint.probabilities
+    C = net.n_classes
+    chains = _class_chains(net)
+    X = np.zeros(C)
+    for c, ch in enumerate(chains):
+        if ch.population > 0:
+            flow = np.append(joint.completions[c], joint.think_completions[c])[ch.stations]
+            X[c] = flow.sum() / ch.visits.sum()
+    Q = np.einsum("s,sck->ck", pi, joint.counts)
+    total = int(net.population.sum())
+    at_station = joint.counts.sum(axis=1)
+    marginals = {
+        name: np.bincount(at_station[:, k], weights=pi, minlength=total + 1)
+        for k, name in enumerate(net.station_names)
+    }
+    extra = {"marginals": marginals, "states": joint.n_states}
+    notes = _fcfs_notes(net)
+    if joint.residual > 1e-9:
+        notes.append(f"balance equations solved to a residual of {joint.residual:.2g}")
+    return Solution("ctmc", net, X, Q, notes=notes, extra=extra)

@@ -1,0 +1,235 @@
+"""The compiled queueing network that every analytic solver takes.
+
+Design decision: the YAML schema (``tierscope.spec.model``) is made for people; solvers want dense
+arrays. :meth:`Network.from_model` turns one into the other once: it solves the traffic equations
+of routing-form classes into visit ratios, reduces service distributions to their means and
+expands ``servers`` and ``rates`` into one rate-multiplier vector ``alpha`` per station, so that no
+solver has to know how the model was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from tierscope.errors import InputError, UnsupportedModelError
+from tierscope.spec.model import ClassSpec, Model, ServiceDist
+
+FloatArray = np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """Dense description of a multi-class network: C classes (rows) by M stations (columns).
+
+    ``alpha[k]`` holds the rate multipliers alpha_k(1..L_k) of station k (the rate with j jobs
+    present is alpha_k(j)/S; alpha_k(j) = alpha_k(L_k) beyond L_k): ``[1]`` for a single server,
+    ``[1, 2, ..., m]`` for m servers, ``min(j, m) * r(j)`` with load-dependent ``rates`` r.
+    """
+
+    station_names: tuple[str, ...]
+    class_names: tuple[str, ...]
+    is_delay: np.ndarray  # [M] bool
+    servers: np.ndarray  # [M] int
+    alpha: tuple[np.ndarray, ...]  # [M] each of length L_k >= 1
+    discipline: tuple[str, ...]  # [M] "fcfs" | "ps" | "delay"
+    visits: FloatArray  # [C, M]
+    service: FloatArray  # [C, M] mean service time per visit (0 where not visited)
+    is_open: np.ndarray  # [C] bool
+    population: np.ndarray  # [C] int (0 for open classes)
+    arrival_rate: FloatArray  # [C] (0 for closed classes)
+    think_time: FloatArray  # [C]
+    name: str = ""
+    simulation_only: tuple[str, ...] = field(default=())
+
+    # ---- shape -------------------------------------------------------------------------------
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def n_stations(self) -> int:
+        return len(self.station_names)
+
+    @property
+    def demands(self) -> FloatArray:
+        """Service demand D[c, k] = V[c, k] * S[c, k] (seconds per system visit)."""
+        return self.visits * self.service
+
+    @property
+    def closed(self) -> np.ndarray:
+        return ~self.is_open
+
+    @property
+    def is_load_dependent(self) -> np.ndarray:
+        """[M] True for queue stations whose rate depends on the number present."""
+        return np.array(
+            [
+                not d and (a.size > 1 or a[0] != 1.0)
+                for d, a in zip(self.is_delay, self.alpha, strict=True)
+            ]
+        )
+
+    def alpha_at(self, k: int, j: int | np.ndarray) -> np.ndarray:
+        """alpha_k(j) for j >= 1 (the last multiplier repeats)."""
+        a = self.alpha[k]
+        idx = np.minimum(np.asarray(j), a.size) - 1
+        return a[idx]
+
+    # ---- derived networks --------------------------------------------------------------------
+    def with_population(self, population: Sequence[int]) -> Network:
+        """The same network with other closed-class populations (open classes keep 0)."""
+        pop = np.asarray(population, dtype=np.int64)
+        if pop.shape != (self.n_classes,) or np.any(pop < 0):
+            raise InputError("population", list(population), f"{self.n_classes} integers >= 0")
+        return replace(self, population=np.where(self.is_open, 0, pop))
+
+    # ---- checks used by solvers --------------------------------------------------------------
+    def require_product_form(self, method: str) -> None:
+        """Raise if the model has parts that only the simulator handles."""
+        if self.simulation_only:
+            raise UnsupportedModelError(
+                "method",
+                method,
+                "a model without " + "; ".join(self.simulation_only) + " (use the simulator)",
+            )
+
+    def fcfs_class_dependent(self) -> list[str]:
+        """FCFS queues whose mean service time differs between classes (not product form)."""
+        out = []
+        for k, disc in enumerate(self.discipline):
+            if disc != "fcfs":
+                continue
+            s = self.service[:, k][self.visits[:, k] > 0]
+            if s.size > 1 and np.ptp(s) > 1e-12 * s.max():
+                out.append(self.station_names[k])
+        return out
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_model(cls, model: Model) -> Network:
+        names = [s.name for s in model.stations]
+        index = {n: i for i, n in enumerate(names)}
+        M, C = len(names), len(model.classes)
+        is_delay = np.array([s.type == "delay" for s in model.stations])
+        servers = np.array([s.servers for s in model.stations], dtype=np.int64)
+        alpha = tuple(_alpha(s.servers, s.rates) for s in model.stations)
+        discipline = tuple("delay" if s.type == "delay" else s.discipline for s in model.stations)
+        sim_only: list[str] = []
+        for s in model.stations:
+            if s.type in ("fork", "join"):
+                sim_only.append(f"{s.type} station '{s.name}'")
+            elif s.capacity is not None:
+                sim_only.append(f"finite capacity at '{s.name}'")
+        visits = np.zeros((C, M))
+        service = np.zeros((C, M))
+        for c, cl in enumerate(model.classes):
+            visits[c], service[c] = _class_visits_service(cl, c, index)
+        return cls(
+            station_names=tuple(names),
+            class_names=tuple(c.name for c in model.classes),
+            is_delay=is_delay,
+            servers=servers,
+            alpha=alpha,
+            discipline=discipline,
+            visits=visits,
+            service=service,
+            is_open=np.array([c.is_open for c in model.classes]),
+            population=np.array([c.population or 0 for c in model.classes], dtype=np.int64),
+            arrival_rate=np.array([c.arrival_rate or 0.0 for c in model.classes]),
+            think_time=np.array([c.think_time for c in model.classes]),
+            name=model.name or "",
+            simulation_only=tuple(sim_only),
+        )
+
+
+def _alpha(servers: int, rates: list[float] | None) -> np.ndarray:
+    r = np.asarray(rates if rates else [1.0], dtype=float)
+    L = max(servers, r.size)
+    j = np.arange(1, L + 1)
+    return np.minimum(j, servers) * r[np.minimum(j, r.size) - 1]
+
+
+def _mean(v: float | ServiceDist) -> float:
+    return v.mean_value if isinstance(v, ServiceDist) else float(v)
+
+
+def _class_visits_service(
+    cl: ClassSpec, c: int, index: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    M = len(index)
+    V = np.zeros(M)
+    S = np.zeros(M)
+    if cl.demands is not None:
+        for st, d in cl.demands.items():
+            if d > 0:
+                V[index[st]], S[index[st]] = 1.0, d
+        return V, S
+    assert cl.service is not None
+    for st, s in cl.service.items():
+        S[index[st]] = _mean(s)
+    if cl.visits is not None:
+        for st, v in cl.visits.items():
+            V[index[st]] = v
+    else:
+        assert cl.routing is not None
+        V = _traffic_equations(cl, c, index)
+    S[V == 0] = 0.0
+    return V, S
+
+
+def _traffic_equations(cl: ClassSpec, c: int, index: dict[str, int]) -> np.ndarray:
+    """Visit ratios from a routing matrix: v = e + vP (open) or v = vP with v_ref = 1 (closed)."""
+    assert cl.routing is not None
+    M = len(index)
+    P = np.zeros((M, M))
+    for src, row in cl.routing.items():
+        for dst, p in row.items():
+            P[index[src], index[dst]] += p
+    where = f"classes[{c}].routing"
+    if cl.is_open:
+        e = np.zeros(M)
+        for st, p in (cl.entry or {}).items():
+            e[index[st]] = p
+        A = np.eye(M) - P
+        try:
+            v = np.linalg.solve(A.T, e)
+        except np.linalg.LinAlgError:
+            v = None
+        if v is None or not np.all(np.isfinite(v)) or np.any(v < -1e-9):
+            raise InputError(where, "routing", "an open routing from which every job can leave")
+        return np.maximum(v, 0.0)
+    # Closed: restrict to stations reachable from the reference, then fix v_ref = 1.
+    ref = index[cl.reference] if cl.reference is not None else index[next(iter(cl.routing))]
+    reach = _reachable(P, ref)
+    idx = np.flatnonzero(reach)
+    Pr = P[np.ix_(idx, idx)]
+    r = int(np.flatnonzero(idx == ref)[0])
+    A = (Pr.T - np.eye(idx.size)).copy()
+    b = np.zeros(idx.size)
+    A[r, :] = 0.0
+    A[r, r] = 1.0
+    b[r] = 1.0
+    try:
+        vr = np.linalg.solve(A, b)
+    except np.linalg.LinAlgError:
+        raise InputError(where, "routing", "an irreducible closed routing") from None
+    if np.any(vr < -1e-9) or not np.allclose(vr @ Pr, vr, atol=1e-8):
+        raise InputError(where, "routing", "a closed routing in which jobs always return")
+    v = np.zeros(M)
+    v[idx] = np.maximum(vr, 0.0)
+    return v
+
+
+def _reachable(P: np.ndarray, start: int) -> np.ndarray:
+    seen = np.zeros(P.shape[0], dtype=bool)
+    stack = [start]
+    while stack:
+        i = stack.pop()
+        if seen[i]:
+            continue
+        seen[i] = True
+        stack.extend(np.flatnonzero(P[i] > 0).tolist())
+    return seen

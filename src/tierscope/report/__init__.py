@@ -1,0 +1,1 @@
+"""Rendering of results: terminal tables now, the HTML report later."""

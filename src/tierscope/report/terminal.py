@@ -1,0 +1,88 @@
+"""Rich renderings of results for the terminal (``--json`` prints ``to_dict()`` instead).
+
+Design decision: renderers read only the plain ``to_dict()`` documents, so the table a person sees
+and the JSON a script reads can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt(v: Any, digits: int = 5) -> str:
+    """A number in ``digits`` significant digits; None (not finite) as an em dash."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool | str):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:.{digits}g}"
+
+
+def solution(doc: dict[str, Any], title: str = "") -> RenderableType:
+    """Tables of a solver result (PRODUCT.md §4.2 shape)."""
+    head = Text(f"{title + ' — ' if title else ''}method: {doc['method']}", style="bold")
+    classes = Table(title="classes", title_justify="left")
+    for col in ("class", "population / λ", "throughput [1/s]", "response time [s]"):
+        classes.add_column(col, justify="left" if col == "class" else "right")
+    for name, c in doc["classes"].items():
+        size = fmt(c["population"]) if "population" in c else f"λ={fmt(c['arrival_rate'])}"
+        classes.add_row(name, size, fmt(c["throughput"]), fmt(c["response_time"]))
+    stations = Table(title="stations", title_justify="left")
+    cols = ("station", "class", "util.", "queue", "resp. [s]", "resid. [s]", "tput [1/s]")
+    for col in cols:
+        stations.add_column(col, justify="left" if col in ("station", "class") else "right")
+    for name, s in doc["stations"].items():
+        stations.add_row(name, "all", *_measure_cells(s), style="bold")
+        if len(s["per_class"]) > 1:
+            for cname, pc in s["per_class"].items():
+                stations.add_row("", cname, *_measure_cells(pc))
+    parts: list[RenderableType] = [head, classes, stations]
+    parts += [Text(f"note: {n}", style="yellow") for n in doc.get("notes", [])]
+    return Group(*parts)
+
+
+def _measure_cells(m: dict[str, Any]) -> list[str]:
+    keys = ("utilization", "queue_length", "response_time", "residence_time", "throughput")
+    return [fmt(m[k]) for k in keys]
+
+
+def bounds(doc: dict[str, Any], title: str = "") -> RenderableType:
+    """Tables of a bounds result: one row per bound kind, then the tightest."""
+    parts: list[RenderableType] = [
+        Text(f"{title + ' — ' if title else ''}method: bounds", style="bold")
+    ]
+    for name, c in doc["classes"].items():
+        t = Table(title=f"class {name}, N = {fmt(c['population'])}", title_justify="left")
+        for col in ("bounds", "X lower", "X upper", "R lower [s]", "R upper [s]"):
+            t.add_column(col, justify="left" if col == "bounds" else "right")
+        for kind, b in doc.get("bounds", {}).items():
+            t.add_row(kind, *(fmt(v) for v in (*b["throughput"], *b["response_time"])))
+        x, r = c["throughput"], c["response_time"]
+        t.add_row(
+            "tightest",
+            fmt(x["lower"]),
+            fmt(x["upper"]),
+            fmt(r["lower"]),
+            fmt(r["upper"]),
+            style="bold",
+        )
+        parts.append(t)
+    parts += [Text(f"note: {n}", style="yellow") for n in doc.get("notes", [])]
+    return Group(*parts)
+
+
+def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    """A two-column table of named values."""
+    t = Table(title=title, title_justify="left", show_header=False)
+    t.add_column("name")
+    t.add_column("value", justify="right")
+    for k, v in rows:
+        t.add_row(k, fmt(v))
+    return t

@@ -1,0 +1,16 @@
+"""Pydantic schemas of every tierscope file format, and their loaders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tierscope.spec._load import load_yaml
+from tierscope.spec.model import ClassSpec, Model, ServiceDist, Station, parse_model
+
+
+def load_model(path: str | Path) -> Model:
+    """Read and validate a queueing-network model file (PRODUCT.md §4.1)."""
+    return parse_model(load_yaml(path), source=str(path))
+
+
+__all__ = ["ClassSpec", "Model", "ServiceDist", "Station", "load_model", "load_yaml", "parse_model"]

@@ -1,0 +1,306 @@
+"""Schema of the queueing-network model file (PRODUCT.md §4.1).
+
+Design decision: pydantic checks each field in isolation (types, signs, required combinations),
+then :func:`parse_model` runs the cross-reference checks (station names, routing mass) that need
+the whole document, so every problem is reported with a precise location such as
+``classes[1].visits.dsk`` instead of a generic "model invalid".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tierscope.errors import SpecError
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServiceDist(BaseModel):
+    """A service-time distribution; analytic solvers use only its mean."""
+
+    model_config = _STRICT
+
+    dist: Literal["exp", "det", "erlang", "hyperexp", "lognormal", "uniform", "ph", "empirical"]
+    mean: PositiveFloat | None = None
+    scv: NonNegFloat | None = None
+    k: Annotated[int, Field(ge=1)] | None = None
+    low: NonNegFloat | None = None
+    high: PositiveFloat | None = None
+    alpha: list[Probability] | None = None
+    T: list[list[float]] | None = None
+    samples: list[NonNegFloat] | None = None
+
+    @model_validator(mode="after")
+    def _parameters_match_family(self) -> ServiceDist:
+        need: dict[str, tuple[str, ...]] = {
+            "exp": ("mean",),
+            "det": ("mean",),
+            "erlang": ("mean", "k"),
+            "hyperexp": ("mean", "scv"),
+            "lognormal": ("mean", "scv"),
+            "uniform": ("low", "high"),
+            "ph": ("alpha", "T"),
+            "empirical": ("samples",),
+        }
+        missing = [p for p in need[self.dist] if getattr(self, p) is None]
+        if missing:
+            raise ValueError(f"distribution '{self.dist}' needs {', '.join(missing)}")
+        if self.dist == "hyperexp" and self.scv is not None and self.scv < 1:
+            raise ValueError("hyperexp needs scv >= 1 (use erlang for scv < 1)")
+        uniform_empty = self.low is not None and self.high is not None and self.high <= self.low
+        if self.dist == "uniform" and uniform_empty:
+            raise ValueError("uniform needs high > low")
+        if self.dist == "empirical" and not any(s > 0 for s in self.samples or []):
+            raise ValueError("empirical needs at least one positive sample")
+        if self.dist == "ph":
+            self._check_ph()
+        return self
+
+    def _check_ph(self) -> None:
+        import numpy as np
+
+        alpha = np.asarray(self.alpha, dtype=float)
+        T = np.asarray(self.T, dtype=float)
+        if T.ndim != 2 or T.shape != (alpha.size, alpha.size):
+            raise ValueError("ph needs a square T with one row per entry of alpha")
+        if abs(alpha.sum() - 1) > 1e-9:
+            raise ValueError("ph alpha must sum to 1")
+        try:
+            m = float(alpha @ np.linalg.solve(-T, np.ones(alpha.size)))
+        except np.linalg.LinAlgError:
+            raise ValueError("ph T must be invertible (a transient generator)") from None
+        if not m > 0 or not math.isfinite(m):
+            raise ValueError("ph (alpha, T) must have a finite positive mean")
+
+    @property
+    def mean_value(self) -> float:
+        """Mean service time of the distribution (seconds)."""
+        if self.mean is not None:
+            return self.mean
+        if self.dist == "uniform":
+            assert self.low is not None and self.high is not None
+            return (self.low + self.high) / 2
+        if self.dist == "empirical":
+            assert self.samples is not None
+            return sum(self.samples) / len(self.samples)
+        import numpy as np
+
+        alpha = np.asarray(self.alpha, dtype=float)
+        T = np.asarray(self.T, dtype=float)
+        return float(alpha @ np.linalg.solve(-T, np.ones(alpha.size)))
+
+
+def _service_tag(v: Any) -> str:
+    return "dist" if isinstance(v, dict | ServiceDist) else "number"
+
+
+ServiceValue = Annotated[
+    Annotated[PositiveFloat, Tag("number")] | Annotated[ServiceDist, Tag("dist")],
+    Discriminator(_service_tag),
+]
+
+
+class Station(BaseModel):
+    """A service centre: a queue (FCFS/PS, m servers, optional load-dependent rates) or a delay."""
+
+    model_config = _STRICT
+
+    name: Annotated[str, Field(min_length=1)]
+    type: Literal["queue", "delay", "fork", "join"] = "queue"
+    servers: Annotated[int, Field(ge=1)] = 1
+    discipline: Literal["fcfs", "ps"] = "fcfs"
+    rates: Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
+    capacity: Annotated[int, Field(ge=1)] | None = None
+    on_full: Literal["drop", "block"] | None = None
+    branches: list[str] | None = None
+    quorum: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _fields_fit_type(self) -> Station:
+        if self.type != "queue" and (self.servers != 1 or self.rates is not None):
+            raise ValueError(f"'servers' and 'rates' apply to queue stations, not {self.type}")
+        if self.branches is not None and self.type != "fork":
+            raise ValueError("'branches' applies to fork stations only")
+        if self.type == "fork" and not self.branches:
+            raise ValueError("a fork station needs 'branches'")
+        if self.quorum is not None and self.type != "join":
+            raise ValueError("'quorum' applies to join stations only")
+        if self.on_full is not None and self.capacity is None:
+            raise ValueError("'on_full' needs 'capacity'")
+        if self.capacity is not None and self.capacity < self.servers:
+            raise ValueError(f"capacity {self.capacity} is below servers {self.servers}")
+        return self
+
+
+class ClassSpec(BaseModel):
+    """A customer class: closed (population) or open (arrival_rate), with its demands."""
+
+    model_config = _STRICT
+
+    name: Annotated[str, Field(min_length=1)]
+    population: Annotated[int, Field(ge=0)] | None = None
+    arrival_rate: PositiveFloat | None = None
+    think_time: NonNegFloat = 0.0
+    visits: dict[str, NonNegFloat] | None = None
+    service: dict[str, ServiceValue] | None = None
+    demands: dict[str, NonNegFloat] | None = None
+    routing: dict[str, dict[str, Probability]] | None = None
+    entry: dict[str, Probability] | None = None
+    reference: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ClassSpec:
+        if (self.population is None) == (self.arrival_rate is None):
+            raise ValueError("give exactly one of 'population' (closed) or 'arrival_rate' (open)")
+        if self.arrival_rate is not None and self.think_time > 0:
+            raise ValueError("'think_time' applies to closed classes only")
+        forms = [self.visits is not None, self.demands is not None, self.routing is not None]
+        if sum(forms) != 1:
+            raise ValueError("give exactly one of 'visits'+'service', 'demands' or 'routing'")
+        if self.demands is not None and self.service is not None:
+            raise ValueError("'service' goes with 'visits' or 'routing', not with 'demands'")
+        if (self.visits is not None or self.routing is not None) and self.service is None:
+            raise ValueError("'visits' and 'routing' need 'service' (mean time per visit)")
+        if self.entry is not None and (self.routing is None or self.arrival_rate is None):
+            raise ValueError("'entry' applies to open classes given by 'routing'")
+        if self.reference is not None and (self.routing is None or self.population is None):
+            raise ValueError("'reference' applies to closed classes given by 'routing'")
+        if self.routing is not None and self.arrival_rate is not None and not self.entry:
+            raise ValueError("an open class given by 'routing' needs 'entry'")
+        return self
+
+    @property
+    def is_open(self) -> bool:
+        return self.arrival_rate is not None
+
+
+class Model(BaseModel):
+    """A whole queueing-network model file."""
+
+    model_config = _STRICT
+
+    name: str | None = None
+    stations: Annotated[list[Station], Field(min_length=1)]
+    classes: Annotated[list[ClassSpec], Field(min_length=1)]
+
+    @field_validator("stations")
+    @classmethod
+    def _unique_stations(cls, v: list[Station]) -> list[Station]:
+        _check_unique([s.name for s in v], "station")
+        return v
+
+    @field_validator("classes")
+    @classmethod
+    def _unique_classes(cls, v: list[ClassSpec]) -> list[ClassSpec]:
+        _check_unique([c.name for c in v], "class")
+        return v
+
+
+def _check_unique(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"duplicate {what} name '{n}'")
+        seen.add(n)
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("number", "dist"):  # union tags of ServiceValue say nothing to a user
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
+    """Checks that need the whole document: names used by classes exist, routing mass <= 1."""
+    names = {s.name for s in model.stations}
+    errors: list[tuple[str, str]] = []
+
+    def check_name(loc: str, name: str) -> None:
+        if name not in names:
+            errors.append((loc, f"unknown station '{name}' (stations: {', '.join(sorted(names))})"))
+
+    for s_i, st in enumerate(model.stations):
+        for b in st.branches or []:
+            check_name(f"stations[{s_i}].branches", b)
+    for c_i, cl in enumerate(model.classes):
+        base = f"classes[{c_i}]"
+        for field in ("visits", "service", "demands", "entry"):
+            for key in getattr(cl, field) or {}:
+                check_name(f"{base}.{field}.{key}", key)
+        if cl.reference is not None:
+            check_name(f"{base}.reference", cl.reference)
+        for src, row in (cl.routing or {}).items():
+            check_name(f"{base}.routing.{src}", src)
+            for dst in row:
+                check_name(f"{base}.routing.{src}.{dst}", dst)
+            mass = sum(row.values())
+            if mass > 1 + 1e-9:
+                errors.append((f"{base}.routing.{src}", f"probabilities sum to {mass:g} > 1"))
+            elif cl.population is not None and abs(mass - 1) > 1e-9:
+                errors.append(
+                    (
+                        f"{base}.routing.{src}",
+                        f"closed class: probabilities must sum to 1, not {mass:g}",
+                    )
+                )
+        if cl.entry is not None:
+            mass = sum(cl.entry.values())
+            if abs(mass - 1) > 1e-9:
+                errors.append((f"{base}.entry", f"probabilities must sum to 1, not {mass:g}"))
+        if cl.visits is not None and cl.service is not None:
+            for st_name, v in cl.visits.items():
+                if v > 0 and st_name not in cl.service:
+                    errors.append(
+                        (f"{base}.service", f"missing service time for station '{st_name}'")
+                    )
+        if cl.routing is not None and cl.service is not None:
+            visited = set(cl.routing) | {d for row in cl.routing.values() for d in row}
+            visited |= set(cl.entry or {})
+            for st_name in sorted(visited & names):
+                if st_name not in cl.service:
+                    errors.append(
+                        (f"{base}.service", f"missing service time for station '{st_name}'")
+                    )
+    return errors
+
+
+def parse_model(data: Any, source: str = "<model>") -> Model:
+    """Validate a decoded YAML/JSON document as a :class:`Model`.
+
+    Raises :class:`~tierscope.errors.SpecError` listing every problem with its location.
+    """
+    try:
+        model = Model.model_validate(data)
+    except ValidationError as exc:
+        problems = [(_format_loc(e["loc"]), _clean_msg(e["msg"])) for e in exc.errors()]
+        raise SpecError(source, problems) from None
+    problems = _cross_reference_errors(model)
+    if problems:
+        raise SpecError(source, problems)
+    return model
+
+
+def _clean_msg(msg: str) -> str:
+    return msg.removeprefix("Value error, ")
