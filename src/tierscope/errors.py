@@ -33,7 +33,7 @@ class UnstableError(InputError):
 
 
 class UnsupportedModelError(InputError):
-    """The chosen method cannot solve this model (e.g. fork/join stations with an analytic solver)."""
+    """The chosen method cannot solve this model (e.g. fork/join stations, analytic method)."""
 
 
 class SpecError(InputError):

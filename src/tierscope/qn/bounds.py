@@ -277,7 +277,7 @@ def _gb(N: int, L: np.ndarray, Z: float) -> Pair:
     """Geometric (square-root) bounds of Casale, Muntz and Serazzi on a single-server network."""
     L_tot, L_max = float(L.sum()), float(L.max())
     n = N - 1
-    low = L < L_max  # the bottleneck stations are covered by the population constraint
+    low = L_max > L  # the bottleneck stations are covered by the population constraint
     # Queue bounds at N - 1 for the non-bottleneck stations: Q_k between the geometric sums of
     # L_k X with X a lower bound (n / (Z + L + L_max n)) and an upper bound (proportional).
     y_lo = L * n / (Z + L_tot + L_max * n)

@@ -28,7 +28,7 @@ class Solution:
     network: Network
     throughput: np.ndarray  # [C] system completions per second
     queue_length_ck: np.ndarray  # [C, M] mean number of class-c jobs at station k
-    utilization_ck: np.ndarray | None = None  # default: X_c V_ck S_ck / m_k (delay: Q_ck)
+    utilization_ck: np.ndarray | None = None  # default: X_c V_ck S_ck / alpha_k(L) (delay: Q_ck)
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -37,7 +37,10 @@ class Solution:
         self.queue_length_ck = np.asarray(self.queue_length_ck, dtype=float)
         net = self.network
         if self.utilization_ck is None:
-            busy = self.station_throughput_ck * net.service / net.servers[None, :]
+            # per server: X S / m; with load-dependent rates, relative to the saturation
+            # capacity alpha(L) (= m for plain multi-server stations)
+            capacity = np.array([a[-1] for a in net.alpha])
+            busy = self.station_throughput_ck * net.service / capacity[None, :]
             self.utilization_ck = np.where(net.is_delay[None, :], self.queue_length_ck, busy)
         self.utilization_ck = np.asarray(self.utilization_ck, dtype=float)
 
@@ -189,7 +192,7 @@ def consistency_errors(sol: Solution) -> dict[str, float]:
     """Largest violations of the operational laws (all ~1e-12 for a correct solver).
 
     Used by the tests of every method: Little at each station and class, the forced-flow law,
-    the population constraint N = X (R + Z) of closed classes, and U = X S / m.
+    and the population constraint N = X (R + Z) of closed classes.
     """
     net = sol.network
     X = sol.throughput
