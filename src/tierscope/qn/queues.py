@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
 from typing import Any
 
@@ -268,25 +268,8 @@ def mg1ps(arrival_rate: float, service_time: float) -> QueueMetrics:
     (W - S) and ``mean_queue`` its Little's-law counterpart; ``p_wait`` is the probability that
     an arrival finds the server busy and has to share it.
     """
-    lam = _real("arrival_rate", arrival_rate, allow_zero=True)
-    s = _real("service_time", service_time, allow_zero=False)
-    rho = _check_stable(lam, s, 1)
-    w = s / (1.0 - rho)
-    wq = w - s
-    return QueueMetrics(
-        kind="mg1ps",
-        arrival_rate=lam,
-        service_time=s,
-        servers=1,
-        utilization=rho,
-        mean_number=lam * w,
-        mean_queue=lam * wq,
-        response_time=w,
-        waiting_time=wq,
-        throughput=lam,
-        p_wait=rho,
-        p_block=0.0,
-    )
+    # Same means as M/M/1 (PS is insensitive to the service distribution).
+    return replace(mm1(arrival_rate, service_time), kind="mg1ps")
 
 
 QUEUE_KINDS: dict[str, Callable[..., QueueMetrics]] = {
