@@ -48,6 +48,10 @@ pub enum NativeError {
          (reduce the number of classes or their populations)"
     )]
     LatticeTooLarge { needed: u128, limit: u128 },
+
+    /// The simulation spec (JSON) is malformed; `field` is its JSON path.
+    #[error("invalid simulation spec: {field}: {message}")]
+    InvalidSpec { field: String, message: String },
 }
 
 /// Result alias used throughout the native core.

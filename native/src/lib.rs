@@ -5,6 +5,7 @@
 //! are compiled only with the `python` feature, so `cargo test` needs no
 //! libpython.
 
+pub mod des;
 pub mod error;
 pub mod qn;
 

@@ -88,6 +88,40 @@ def model_solve(
     _emit(doc, as_json, lambda d: render(d, title))
 
 
+@model_app.command("simulate")
+def model_simulate(
+    model_file: Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")],
+    seed: Annotated[int, typer.Option(help="Seed of the random streams.")] = 1,
+    precision: Annotated[
+        float, typer.Option(help="Target relative CI half-width of throughputs and times.")
+    ] = 0.03,
+    confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.99,
+    max_events: Annotated[
+        int, typer.Option(help="Cap on simulated events (all replications).")
+    ] = 20_000_000,
+    max_time: Annotated[float | None, typer.Option(help="Cap on simulated time [s].")] = None,
+    replications: Annotated[int, typer.Option(help="Independent replications (threads).")] = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Simulate a model (any station, distribution, perturbation) with confidence intervals."""
+    from tierscope.report import terminal
+    from tierscope.sim import simulate
+    from tierscope.spec import load_model
+
+    model = load_model(model_file)
+    result = simulate(
+        model,
+        seed=seed,
+        precision=precision,
+        confidence=confidence,
+        max_events=max_events,
+        max_time=max_time,
+        replications=replications,
+    )
+    title = model.name or model_file.name
+    _emit(result.to_dict(), as_json, lambda d: terminal.solution(d, title))
+
+
 @model_app.command("queue")
 def model_queue(
     kind: Annotated[str, typer.Option(help="mm1 | mmm | mmmk | mg1 | mg1ps")],

@@ -5,6 +5,7 @@
 //! `NativeError` into a `ValueError` carrying its message unchanged.
 
 mod mva;
+mod sim;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -13,7 +14,8 @@ use crate::error::NativeError;
 
 /// Adds every binding to the `_native` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    mva::register(m)
+    mva::register(m)?;
+    sim::register(m)
 }
 
 /// One place decides how native errors look from Python.

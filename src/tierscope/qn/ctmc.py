@@ -20,12 +20,13 @@ Main design decision: the chain is never explored state by state. The states of 
 the compositions of N_c over its stations, listed in lexicographic order. A composition's
 position comes from a closed-form binomial ranking. Each possible move of a job is therefore one
 vectorised index computation over all states, and the generator is assembled as one sparse
-matrix (about a second for 10^5 states). One state is fixed at pi = 1 and its balance equation
-dropped, the rest is solved with SuperLU (``spsolve``) up to 2,000 states and with
-diagonally preconditioned GMRES beyond, because LU factors of these chains fill in almost
-completely. GMRES takes a few seconds at 10^5 states.
-``max_states`` (default 200,000) bounds the chain, whose size grows combinatorially with
-stations and populations.
+matrix (about a second for 10^5 states). One state, chosen likely so that the system stays
+well conditioned, is pinned at pi = 1 and its balance equation dropped. The rest is solved with
+SuperLU (``spsolve``) up to 2,000 states and with diagonally preconditioned GMRES beyond,
+because LU factors of these chains fill in almost completely. GMRES takes seconds at 10^5
+states. A relative residual of the balance equations above 1e-9 raises
+``UnsupportedModelError`` rather than return an inaccurate answer. ``max_states`` (default
+200,000) bounds the chain, whose size grows combinatorially with stations and populations.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, gmres, spsolve
+from scipy.special import gammaln, xlogy
 
 from tierscope.errors import InputError, UnsupportedModelError
 from tierscope.qn.nc import _check_closed
@@ -54,7 +56,9 @@ DEFAULT_MAX_STATES = 200_000
 #: ``"auto"`` solves chains up to this size directly (SuperLU), larger ones by GMRES.
 _DIRECT_LIMIT = 2_000
 #: ... and falls back to SuperLU up to this size if GMRES does not converge.
-_DIRECT_FALLBACK = 20_000
+_DIRECT_FALLBACK = 10_000
+#: Largest relative residual of the balance equations accepted as a solution.
+_RESIDUAL_TOL = 1e-9
 
 LinearSolver = Literal["auto", "direct", "gmres"]
 
@@ -174,34 +178,82 @@ def _check_options(max_states: object, solver: object) -> tuple[int, str]:
     return int(max_states), str(solver)
 
 
-def _solve_balance(Qgen: sp.csr_array, solver: str) -> tuple[np.ndarray, str]:
-    """pi with pi Q = 0 and sum(pi) = 1, and the name of the linear solver that found it.
+def _anchor(counts: np.ndarray, net: Network, chains: list[_ClassChain]) -> int:
+    """The state whose balance equation is dropped (pinned at pi = 1), chosen for conditioning.
 
-    The last state is fixed at pi = 1 and its balance equation dropped: what remains is
-    nonsingular for an irreducible chain and keeps the sparsity (a normalisation row of ones
-    would be dense). pi is normalised afterwards. LU factors of these chains fill in almost
-    completely (every station exchanges jobs with every other, so the chain is a
-    high-dimensional lattice), hence GMRES with a diagonal preconditioner beyond a few
-    thousand states: it costs a few sparse products per iteration.
+    Pinning an unlikely state leaves a system whose solution spans dozens of orders of magnitude
+    above the pin, which iterative solvers cannot resolve on stiff chains; pinning a likely one
+    keeps it well conditioned. The guess is the heaviest state under product-form weights. It is
+    only a guess: the chain itself is solved exactly whatever state is pinned.
+    """
+    C, M = net.n_classes, net.n_stations
+    D = np.zeros((C, M + 1))
+    for c, ch in enumerate(chains):
+        D[c, ch.stations] = ch.visits * ch.service
+    log_w = xlogy(counts, D[None, :, :]).sum(axis=1) - gammaln(counts + 1.0).sum(axis=1)
+    total = counts.sum(axis=1)
+    for k in range(M):
+        if not net.is_delay[k]:
+            log_a = np.concatenate(
+                [[0.0], np.cumsum(np.log(net.alpha_at(k, np.arange(1, total[:, k].max() + 1))))]
+            )
+            log_w[:, k] += gammaln(total[:, k] + 1.0) - log_a[total[:, k]]
+    return int(np.argmax(log_w.sum(axis=1)))
+
+
+def _pinned(At: sp.csc_array, anchor: int, solver: str) -> np.ndarray:
+    """Solve the balance equations with pi(anchor) = 1 and its equation dropped."""
+    keep = np.ones(At.shape[0], dtype=bool)
+    keep[anchor] = False
+    rows = At[keep]
+    A = sp.csc_array(rows[:, keep])
+    b = -rows[:, [anchor]].toarray().ravel()
+    if solver == "direct":
+        x = spsolve(A, b)
+    else:
+        diag = A.diagonal()  # minus the total outflow rate of each state: never 0
+        pre = LinearOperator(A.shape, lambda v: v / diag, dtype=float)
+        x, _ = gmres(A, b, M=pre, rtol=1e-12, atol=0.0, restart=60, maxiter=50)
+    pi = np.empty(At.shape[0])
+    pi[keep] = x
+    pi[anchor] = 1.0
+    pi = np.maximum(pi, 0.0)  # round-off leaves -1e-17 on states of negligible probability
+    return pi / pi.sum()
+
+
+def _residual(At: sp.csc_array, pi: np.ndarray) -> float:
+    """max |pi Q| relative to its largest term (total outflow rate times probability)."""
+    scale = float(np.abs(At.diagonal()).max() * pi.max())
+    return float(np.abs(At @ pi).max()) / scale if scale > 0 else 0.0
+
+
+def _solve_balance(Qgen: sp.csr_array, solver: str, anchor: int) -> tuple[np.ndarray, str, float]:
+    """pi with pi Q = 0 and sum(pi) = 1, the linear solver that found it, and its residual.
+
+    One state is pinned at pi = 1 and its balance equation dropped: what remains is nonsingular
+    for an irreducible chain and keeps the sparsity (a normalisation row of ones would be
+    dense). LU factors of these chains fill in almost completely (every station exchanges jobs
+    with every other, so the chain is a high-dimensional lattice), hence GMRES with a diagonal
+    preconditioner beyond a few thousand states: it costs a few sparse products per iteration.
+    If GMRES falls short, it is re-run pinned at the heaviest state it found, then (in
+    ``"auto"``, for chains of moderate size) replaced by SuperLU.
     """
     n = Qgen.shape[0]
     if n == 1:
-        return np.ones(1), "trivial"
+        return np.ones(1), "trivial", 0.0
     At = sp.csc_array(Qgen.T)
-    A = sp.csc_array(At[:-1, :-1])
-    b = -At[:-1, [n - 1]].toarray().ravel()
-    used = "direct"
     if solver == "direct" or (solver == "auto" and n <= _DIRECT_LIMIT):
-        x = spsolve(A, b)
-    else:
-        used = "gmres"
-        diag = A.diagonal()  # minus the total outflow rate of each state: never 0
-        pre = LinearOperator(A.shape, lambda v: v / diag, dtype=float)
-        x, info = gmres(A, b, M=pre, rtol=1e-13, atol=0.0, restart=200, maxiter=5_000)
-        if info != 0 and solver == "auto" and n <= _DIRECT_FALLBACK:
-            x, used = spsolve(A, b), "direct"
-    pi = np.maximum(np.append(np.asarray(x, dtype=float), 1.0), 0.0)  # round-off: -1e-17
-    return pi / pi.sum(), used
+        pi = _pinned(At, anchor, "direct")
+        return pi, "direct", _residual(At, pi)
+    pi = _pinned(At, anchor, "gmres")
+    res = _residual(At, pi)
+    if res > _RESIDUAL_TOL and int(pi.argmax()) != anchor:
+        pi = _pinned(At, int(pi.argmax()), "gmres")
+        res = _residual(At, pi)
+    if res > _RESIDUAL_TOL and solver == "auto" and n <= _DIRECT_FALLBACK:
+        pi = _pinned(At, int(pi.argmax()), "direct")
+        return pi, "direct", _residual(At, pi)
+    return pi, "gmres", res
 
 
 def joint_distribution(
@@ -218,7 +270,7 @@ def joint_distribution(
             "max_states",
             max_states,
             f"a chain of at most {max_states:,} states for method 'ctmc' (this model has "
-            f"{n_states:,}); raise max_states or use method \"nc\" or \"exact\"",
+            f'{n_states:,}); raise max_states or use method "nc" or "exact"',
         )
     C, M = net.n_classes, net.n_stations
 
@@ -264,10 +316,14 @@ def joint_distribution(
         v = np.zeros(0)
     off = sp.coo_array((v, (r, k_)), shape=(n_states, n_states)).tocsr()
     Qgen = (off - sp.diags_array(np.asarray(off.sum(axis=1)).ravel())).tocsr()
-    pi, used = _solve_balance(Qgen, solver)
-    # Relative to the largest term of pi Q (total outflow rate times probability).
-    scale = float(np.abs(Qgen.diagonal()).max() * pi.max()) if n_states > 1 else 0.0
-    residual = float(np.abs(Qgen.T @ pi).max()) / scale if scale > 0 else 0.0
+    pi, used, residual = _solve_balance(Qgen, solver, _anchor(counts, net, chains))
+    if residual > _RESIDUAL_TOL:
+        raise UnsupportedModelError(
+            "solver",
+            solver,
+            f"a chain that '{used}' solves to a relative residual <= {_RESIDUAL_TOL:g} (reached "
+            f'{residual:.2g} on {n_states:,} states); try solver "direct" or method "nc"',
+        )
     flow = np.einsum("s,sck->ck", pi, completions)
     return JointDistribution(
         counts=counts[:, :, :M],
@@ -287,10 +343,11 @@ def solve(
 
     ``extra["marginals"][station]`` is P(n_k = j), j = 0..|N|, for the total number of jobs
     (all classes) at each station. ``extra["states"]`` is the number of states of the chain.
-    ``solver`` picks SuperLU (``"direct"``; slow beyond ~10^4 states, whose LU factors fill in),
-    Jacobi-preconditioned GMRES (``"gmres"``), or the first up to 2,000 states and the second
-    beyond (``"auto"``, which falls back to SuperLU up to 20,000 states if GMRES stalls). A
-    relative residual of the balance equations above 1e-9 is reported in the notes.
+    ``extra["residual"]`` is the relative residual of the balance equations (at most 1e-9, or
+    ``UnsupportedModelError`` is raised). ``solver`` picks SuperLU (``"direct"``; slow and
+    memory-hungry beyond ~10^4 states, whose LU factors fill in), Jacobi-preconditioned GMRES
+    (``"gmres"``), or the first up to 2,000 states and the second beyond (``"auto"``, which
+    falls back to SuperLU up to 10,000 states if GMRES stalls).
     """
     joint = joint_distribution(net, max_states=max_states, solver=solver)
     pi = joint.probabilities
@@ -308,8 +365,5 @@ def solve(
         name: np.bincount(at_station[:, k], weights=pi, minlength=total + 1)
         for k, name in enumerate(net.station_names)
     }
-    extra = {"marginals": marginals, "states": joint.n_states}
-    notes = _fcfs_notes(net)
-    if joint.residual > 1e-9:
-        notes.append(f"balance equations solved to a residual of {joint.residual:.2g}")
-    return Solution("ctmc", net, X, Q, notes=notes, extra=extra)
+    extra = {"marginals": marginals, "states": joint.n_states, "residual": joint.residual}
+    return Solution("ctmc", net, X, Q, notes=_fcfs_notes(net), extra=extra)

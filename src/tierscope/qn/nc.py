@@ -227,7 +227,7 @@ def _check_closed(net: Network, method: str) -> None:
         raise UnsupportedModelError(
             "method",
             method,
-            f"a closed model (open classes: {names}); use method \"open\" or \"exact\"",
+            f'a closed model (open classes: {names}); use method "open" or "exact"',
         )
     D = net.demands
     for c in range(net.n_classes):
@@ -276,7 +276,7 @@ def _lattice(net: Network, max_lattice: int, method: str) -> _Lattice:
             "population",
             [int(n) for n in net.population],
             f"a population lattice of at most {max_lattice:,} points for method '{method}' "
-            f"(this one has {size:,}); raise max_lattice or use method \"exact\" or \"amva\"",
+            f'(this one has {size:,}); raise max_lattice or use method "exact" or "amva"',
         )
     return _Lattice(net.population)
 
@@ -290,9 +290,7 @@ def _delta(lat: _Lattice) -> np.ndarray:
 # --------------------------------------------------------------------------- public
 
 
-def log_normalizing_constant(
-    net: Network, *, max_lattice: int = DEFAULT_MAX_LATTICE
-) -> np.ndarray:
+def log_normalizing_constant(net: Network, *, max_lattice: int = DEFAULT_MAX_LATTICE) -> np.ndarray:
     """log G(n) at every population vector 0 <= n <= N, as an array of shape (N_1+1, ...).
 
     Think times are included (as a delay station), so G is the constant of the whole network.

@@ -31,6 +31,9 @@ class Solution:
     utilization_ck: np.ndarray | None = None  # default: X_c V_ck S_ck / alpha_k(L) (delay: Q_ck)
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Measured end-to-end times, for networks where residence times do not add up (fork-join:
+    # branches run in parallel); None means the sum of residence times.
+    measured_response_time: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.throughput = np.asarray(self.throughput, dtype=float)
@@ -68,6 +71,8 @@ class Solution:
     @property
     def response_time(self) -> np.ndarray:
         """[C] system response time, think time excluded."""
+        if self.measured_response_time is not None:
+            return np.asarray(self.measured_response_time, dtype=float)
         return self.residence_time_ck.sum(axis=1)
 
     @property

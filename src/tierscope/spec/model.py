@@ -116,6 +116,15 @@ ServiceValue = Annotated[
 ]
 
 
+class Retry(BaseModel):
+    """Retransmission of a job dropped by a full buffer, after a timeout (like TCP)."""
+
+    model_config = _STRICT
+
+    timeout: ServiceValue
+    max_retries: Annotated[int, Field(ge=0)] = 3
+
+
 class Station(BaseModel):
     """A service centre: a queue (FCFS/PS, m servers, optional load-dependent rates) or a delay."""
 
@@ -128,7 +137,9 @@ class Station(BaseModel):
     rates: Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
     capacity: Annotated[int, Field(ge=1)] | None = None
     on_full: Literal["drop", "block"] | None = None
+    retry: Retry | None = None
     branches: list[str] | None = None
+    join: str | None = None
     quorum: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
@@ -143,6 +154,10 @@ class Station(BaseModel):
             raise ValueError("'quorum' applies to join stations only")
         if self.on_full is not None and self.capacity is None:
             raise ValueError("'on_full' needs 'capacity'")
+        if self.retry is not None and self.on_full == "block":
+            raise ValueError("'retry' applies to stations that drop (on_full: drop)")
+        if self.join is not None and self.type != "fork":
+            raise ValueError("'join' applies to fork stations only")
         if self.capacity is not None and self.capacity < self.servers:
             raise ValueError(f"capacity {self.capacity} is below servers {self.servers}")
         return self
@@ -190,6 +205,56 @@ class ClassSpec(BaseModel):
         return self.arrival_rate is not None
 
 
+class Perturbation(BaseModel):
+    """Scheduled ground truth: a station's speed multiplied by ``factor`` (0 = stall)."""
+
+    model_config = _STRICT
+
+    station: str
+    factor: NonNegFloat
+    start: NonNegFloat
+    duration: PositiveFloat
+    period: PositiveFloat | None = None  # repeat every period ...
+    until: PositiveFloat | None = None  # ... up to this time (default: forever)
+
+    @model_validator(mode="after")
+    def _period_covers_duration(self) -> Perturbation:
+        if self.period is not None and self.period < self.duration:
+            raise ValueError(f"period {self.period} is shorter than duration {self.duration}")
+        return self
+
+
+class Schedule(BaseModel):
+    """A piecewise-constant schedule for one class: from ``times[i]`` on, ``values[i]`` holds.
+
+    For an open class the values multiply its arrival rate; for a closed class they are its
+    population.
+    """
+
+    model_config = _STRICT
+
+    class_: Annotated[str, Field(alias="class")]
+    times: Annotated[list[NonNegFloat], Field(min_length=1)]
+    values: Annotated[list[NonNegFloat], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _aligned(self) -> Schedule:
+        if len(self.times) != len(self.values):
+            raise ValueError("'times' and 'values' must have the same length")
+        if any(b <= a for a, b in zip(self.times, self.times[1:], strict=False)):
+            raise ValueError("'times' must increase")
+        return self
+
+
+class SimulationSpec(BaseModel):
+    """Simulation-only parts of a model: perturbations and load schedules."""
+
+    model_config = _STRICT
+
+    perturbations: list[Perturbation] = []
+    schedules: list[Schedule] = []
+
+
 class Model(BaseModel):
     """A whole queueing-network model file."""
 
@@ -198,6 +263,7 @@ class Model(BaseModel):
     name: str | None = None
     stations: Annotated[list[Station], Field(min_length=1)]
     classes: Annotated[list[ClassSpec], Field(min_length=1)]
+    simulation: SimulationSpec = SimulationSpec()
 
     @field_validator("stations")
     @classmethod
@@ -241,9 +307,25 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
         if name not in names:
             errors.append((loc, f"unknown station '{name}' (stations: {', '.join(sorted(names))})"))
 
+    kinds = {s.name: s.type for s in model.stations}
+    joins = [s.name for s in model.stations if s.type == "join"]
     for s_i, st in enumerate(model.stations):
         for b in st.branches or []:
             check_name(f"stations[{s_i}].branches", b)
+        if st.join is not None:
+            check_name(f"stations[{s_i}].join", st.join)
+            if kinds.get(st.join, "join") != "join":
+                errors.append((f"stations[{s_i}].join", f"'{st.join}' is not a join station"))
+        elif st.type == "fork" and len(joins) != 1:
+            errors.append((f"stations[{s_i}].join", "name the join station of this fork"))
+    for p_i, pert in enumerate(model.simulation.perturbations):
+        check_name(f"simulation.perturbations[{p_i}].station", pert.station)
+    class_kind = {c.name: c.is_open for c in model.classes}
+    for s_i, sch in enumerate(model.simulation.schedules):
+        if sch.class_ not in class_kind:
+            errors.append((f"simulation.schedules[{s_i}].class", f"unknown class '{sch.class_}'"))
+        elif not class_kind[sch.class_] and any(v != int(v) for v in sch.values):
+            errors.append((f"simulation.schedules[{s_i}].values", "populations must be integers"))
     for c_i, cl in enumerate(model.classes):
         base = f"classes[{c_i}]"
         for field in ("visits", "service", "demands", "entry"):
@@ -278,7 +360,8 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
         if cl.routing is not None and cl.service is not None:
             visited = set(cl.routing) | {d for row in cl.routing.values() for d in row}
             visited |= set(cl.entry or {})
-            for st_name in sorted(visited & names):
+            served = {s.name for s in model.stations if s.type in ("queue", "delay")}
+            for st_name in sorted(visited & served):
                 if st_name not in cl.service:
                     errors.append(
                         (f"{base}.service", f"missing service time for station '{st_name}'")

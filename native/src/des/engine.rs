@@ -1,0 +1,983 @@
+//! The simulation loop: jobs, routing, fork/join, finite capacity, schedules.
+//!
+//! Design: jobs live in a slab (`Vec<Job>` plus a free list) and are named
+//! by `u32` indices everywhere, so the hot path allocates nothing once the
+//! slab has grown to the peak population. An event handler changes state
+//! directly; follow-up moves that can cascade (fork tasks, a parent released
+//! by its join, jobs unblocked as room frees) go through a FIFO work list
+//! that is drained after each event, so no chain of zero-time moves can
+//! deepen the call stack.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use super::event::{EventKind, EventList};
+use super::rng::{stream_id, Purpose, Rng};
+use super::spec::{Kind, Model, Target};
+use super::station::Station;
+use super::stats::{Acc, Cell, Status, Trace, Windows};
+use crate::error::Result;
+
+/// "No job / no group" marker in `u32` links.
+const NONE: u32 = u32::MAX;
+
+/// One job (a request, or a task of a forked request).
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    class: u32,
+    /// Class the job was created as: it owns the request's system statistics
+    /// and, for closed classes, the population slot and reference station.
+    home: u32,
+    station: u32,
+    /// Fork group this job is a task of, or `NONE`.
+    group: u32,
+    /// While blocked: where the job goes once there is room.
+    next_class: u32,
+    retries: u32,
+    blocked: bool,
+    request: u64,
+    /// Start of the current request (external arrival or cycle start); NaN if none.
+    sys_start: f64,
+    /// Arrival at the current station.
+    arrival: f64,
+    /// First time in service at the current station; NaN before.
+    start: f64,
+}
+
+/// The tasks of one forked job.
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    parent: u32,
+    join: u32,
+    quorum: u32,
+    arrived: u32,
+    outstanding: u32,
+    released: bool,
+}
+
+/// Deferred moves, drained in order after each event.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Arrive {
+        job: u32,
+        station: u32,
+    },
+    /// Room may have freed at this station: admit blocked jobs waiting for it.
+    Release {
+        station: u32,
+    },
+}
+
+/// What one `advance` call produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Advance {
+    pub now: f64,
+    pub events: u64,
+    pub wall_s: f64,
+    pub windows: Windows,
+    /// Only when the spec asked for traces.
+    pub trace: Option<Trace>,
+}
+
+/// A running simulation of one replication.
+#[derive(Debug)]
+pub struct Simulation {
+    model: Model,
+    m: usize,
+    now: f64,
+    events: u64,
+    ev: EventList,
+    st: Vec<Station>,
+    jobs: Vec<Job>,
+    free_jobs: Vec<u32>,
+    groups: Vec<Group>,
+    free_groups: Vec<u32>,
+    pending: VecDeque<Pending>,
+    next_request: u64,
+
+    svc_rng: Vec<Rng>,
+    route_rng: Vec<Rng>,
+    retry_rng: Vec<Rng>,
+    arrival_rng: Vec<Rng>,
+    entry_rng: Vec<Rng>,
+    /// Open classes: steps of the arrival schedule in force at the last arrival.
+    arrival_step: Vec<usize>,
+    open: Vec<bool>,
+    reference: Vec<u32>,
+    /// Closed classes: jobs alive, and how many must retire at their next cycle end.
+    live: Vec<u32>,
+    to_retire: Vec<u32>,
+    pert_active: Vec<u32>,
+    pert_begins: Vec<u64>,
+    /// Perturbation indices of each station.
+    pert_at: Vec<Vec<u32>>,
+
+    cells: Vec<Cell>,
+    acc: Acc,
+    out: Windows,
+    window: u64,
+    window_end: f64,
+    trace: Option<Trace>,
+}
+
+impl Simulation {
+    /// Parses `spec_json` and places closed populations at their reference stations at t = 0.
+    pub fn new(spec_json: &str, seed: u64, replication: u64) -> Result<Simulation> {
+        let model = Model::from_json(spec_json)?;
+        let (nc, m) = (model.n_classes(), model.n_stations());
+        let streams = |p: Purpose| -> Vec<Rng> {
+            (0..nc * m)
+                .map(|i| Rng::stream(seed, replication, stream_id(p, i / m, i % m)))
+                .collect()
+        };
+        let per_class = |p: Purpose| -> Vec<Rng> {
+            (0..nc)
+                .map(|c| Rng::stream(seed, replication, stream_id(p, c, 0)))
+                .collect()
+        };
+        let mut pert_at = vec![Vec::new(); m];
+        for (i, p) in model.perturbations.iter().enumerate() {
+            pert_at[p.station].push(i as u32);
+        }
+        let mut sim = Simulation {
+            m,
+            now: 0.0,
+            events: 0,
+            ev: EventList::new(),
+            st: model.stations.iter().map(Station::new).collect(),
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            groups: Vec::new(),
+            free_groups: Vec::new(),
+            pending: VecDeque::with_capacity(64),
+            next_request: 0,
+            svc_rng: streams(Purpose::Service),
+            route_rng: streams(Purpose::Routing),
+            retry_rng: streams(Purpose::RetryTimeout),
+            arrival_rng: per_class(Purpose::Interarrival),
+            entry_rng: per_class(Purpose::Entry),
+            arrival_step: vec![0; nc],
+            open: model.classes.iter().map(|c| c.open).collect(),
+            reference: model.classes.iter().map(|c| c.reference as u32).collect(),
+            live: vec![0; nc],
+            to_retire: vec![0; nc],
+            pert_active: vec![0; model.perturbations.len()],
+            pert_begins: vec![0; model.perturbations.len()],
+            pert_at,
+            cells: vec![Cell::default(); nc * m],
+            acc: Acc::new(nc, m),
+            out: Windows::default(),
+            window: 0,
+            window_end: model.window,
+            trace: model.trace.then(Trace::default),
+            model,
+        };
+        sim.init();
+        Ok(sim)
+    }
+
+    /// Simulated time.
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    fn init(&mut self) {
+        for c in 0..self.open.len() {
+            if self.open[c] {
+                self.schedule_arrival(c, 0.0);
+            } else {
+                for _ in 0..self.model.classes[c].population {
+                    self.add_closed_job(c);
+                }
+            }
+        }
+        for (i, p) in self.model.perturbations.iter().enumerate() {
+            if p.period.is_none() || p.until.is_none_or(|u| p.start < u) {
+                self.ev.push(
+                    p.start,
+                    EventKind::Perturb {
+                        index: i as u32,
+                        begin: true,
+                    },
+                );
+            }
+        }
+        for (s, sch) in self.model.population_schedule.iter().enumerate() {
+            for (i, &(t, _)) in sch.steps.iter().enumerate() {
+                self.ev.push(
+                    t,
+                    EventKind::Population {
+                        schedule: s as u32,
+                        step: i as u32,
+                    },
+                );
+            }
+        }
+        self.drain();
+    }
+
+    /// Runs until simulated time `until` (events at exactly `until` are left
+    /// for later, as in SimPy) or until `max_events` more events, whichever
+    /// comes first, and hands over the windows completed meanwhile.
+    pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
+        let wall = Instant::now();
+        let mut done = 0u64;
+        while done < max_events {
+            let Some(e) = self.next_live_event() else {
+                break;
+            };
+            if e.time >= until {
+                break;
+            }
+            self.ev.pop();
+            if e.time >= self.window_end {
+                self.close_windows(e.time);
+            }
+            self.now = e.time;
+            self.dispatch(e.kind);
+            self.drain();
+            done += 1;
+        }
+        self.events += done;
+        // Nothing happens before `until`: the clock may move there.
+        let idle_until = self.next_live_event().map_or(f64::INFINITY, |e| e.time) >= until;
+        if until.is_finite() && until > self.now && idle_until {
+            self.close_windows(until);
+            self.now = until;
+        }
+        Advance {
+            now: self.now,
+            events: self.events,
+            wall_s: wall.elapsed().as_secs_f64(),
+            windows: std::mem::take(&mut self.out),
+            trace: self.trace.as_mut().map(std::mem::take),
+        }
+    }
+
+    /// The earliest event that is not a stale departure (stale ones are discarded).
+    fn next_live_event(&mut self) -> Option<super::event::Event> {
+        loop {
+            let e = *self.ev.peek()?;
+            if let EventKind::Departure { station, gen } = e.kind {
+                if self.st[station as usize].gen != gen {
+                    self.ev.pop();
+                    continue;
+                }
+            }
+            return Some(e);
+        }
+    }
+
+    fn dispatch(&mut self, kind: EventKind) {
+        match kind {
+            EventKind::Arrival { class } => self.on_arrival(class as usize),
+            EventKind::Departure { station, .. } => self.on_departure(station as usize),
+            EventKind::Retry { job } => {
+                let k = self.jobs[job as usize].station as usize;
+                self.arrive(job, k);
+            }
+            EventKind::Perturb { index, begin } => self.on_perturb(index as usize, begin),
+            EventKind::Population { schedule, step } => {
+                self.on_population(schedule as usize, step as usize)
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Some(p) = self.pending.pop_front() {
+            match p {
+                Pending::Arrive { job, station } => self.arrive(job, station as usize),
+                Pending::Release { station } => self.release(station as usize),
+            }
+        }
+    }
+
+    // ----- jobs -----------------------------------------------------------
+
+    fn alloc(&mut self, job: Job) -> u32 {
+        match self.free_jobs.pop() {
+            Some(j) => {
+                self.jobs[j as usize] = job;
+                j
+            }
+            None => {
+                self.jobs.push(job);
+                (self.jobs.len() - 1) as u32
+            }
+        }
+    }
+
+    fn new_job(&mut self, class: usize, sys_start: f64) -> u32 {
+        let request = self.next_request;
+        self.next_request += 1;
+        self.alloc(Job {
+            class: class as u32,
+            home: class as u32,
+            station: NONE,
+            group: NONE,
+            next_class: NONE,
+            retries: 0,
+            blocked: false,
+            request,
+            sys_start,
+            arrival: self.now,
+            start: f64::NAN,
+        })
+    }
+
+    fn add_closed_job(&mut self, c: usize) {
+        let j = self.new_job(c, f64::NAN);
+        self.live[c] += 1;
+        self.arrive(j, self.reference[c] as usize);
+    }
+
+    fn retire(&mut self, j: u32) {
+        let home = self.jobs[j as usize].home as usize;
+        self.to_retire[home] -= 1;
+        self.live[home] -= 1;
+        self.free_jobs.push(j);
+    }
+
+    // ----- events ---------------------------------------------------------
+
+    fn schedule_arrival(&mut self, c: usize, after: f64) {
+        let x = match &self.model.classes[c].interarrival {
+            Some(d) => d.sample(&mut self.arrival_rng[c]),
+            None => return,
+        };
+        if let Some(t) = self.scaled_arrival(c, after, x) {
+            self.ev.push(t, EventKind::Arrival { class: c as u32 });
+        }
+    }
+
+    /// Time-scaling of the arrival process: an interarrival `x` is measured in
+    /// "operational time" whose clock runs at the scheduled rate multiplier,
+    /// so the arrival comes when the integral of the multiplier since `after`
+    /// reaches `x`. For Poisson arrivals this is exactly the non-homogeneous
+    /// Poisson process; for renewal arrivals it keeps the shape of the law.
+    /// A multiplier of 0 suspends arrivals; `None` if it stays 0 forever.
+    fn scaled_arrival(&mut self, c: usize, after: f64, x: f64) -> Option<f64> {
+        let steps = &self.model.arrival_schedule[c];
+        let mut step = self.arrival_step[c];
+        let (mut t, mut x) = (after, x);
+        loop {
+            let mult = if step == 0 { 1.0 } else { steps[step - 1].1 };
+            let end = steps.get(step).map_or(f64::INFINITY, |s| s.0);
+            if t < end && mult > 0.0 {
+                let room = (end - t) * mult;
+                if x <= room {
+                    self.arrival_step[c] = step;
+                    return Some(t + x / mult);
+                }
+                x -= room;
+            }
+            if step >= steps.len() {
+                self.arrival_step[c] = step;
+                return None;
+            }
+            t = t.max(end);
+            step += 1;
+        }
+    }
+
+    fn on_arrival(&mut self, c: usize) {
+        let j = self.new_job(c, self.now);
+        // Next arrival first: the arrival stream never depends on what jobs do.
+        self.schedule_arrival(c, self.now);
+        let row = &self.model.entry[c];
+        let k = if row.len() == 1 {
+            row[0].1
+        } else {
+            let u = self.entry_rng[c].unit();
+            row.iter()
+                .find(|e| u < e.0)
+                .or(row.last())
+                .map_or(0, |e| e.1)
+        };
+        self.arrive(j, k as usize);
+    }
+
+    fn on_departure(&mut self, k: usize) {
+        self.st[k].touch(self.now);
+        let Some(j) = self.st[k].complete() else {
+            return;
+        };
+        let c = self.jobs[j as usize].class as usize;
+        let dest = self.route(c, k);
+        if let Some(t) = dest {
+            let k2 = t.station as usize;
+            let d = &self.st[k2];
+            if k2 != k && d.block && d.serves() && d.n >= d.capacity {
+                // Blocking after service: the job keeps its server until room frees at k2.
+                let job = &mut self.jobs[j as usize];
+                job.blocked = true;
+                job.next_class = t.class;
+                job.station = k as u32;
+                self.st[k].blocked += 1;
+                self.st[k2].waiters.push_back(j);
+                self.st[k].settle();
+                self.st[k].refresh();
+                self.reschedule(k);
+                return;
+            }
+        }
+        self.leave(j, k);
+        match dest {
+            Some(t) => {
+                self.jobs[j as usize].class = t.class;
+                self.arrive(j, t.station as usize);
+            }
+            None => self.exit(j),
+        }
+    }
+
+    fn on_perturb(&mut self, i: usize, begin: bool) {
+        let p = &self.model.perturbations[i];
+        let k = p.station;
+        if begin {
+            self.pert_active[i] += 1;
+            self.pert_begins[i] += 1;
+            self.ev.push(
+                self.now + p.duration,
+                EventKind::Perturb {
+                    index: i as u32,
+                    begin: false,
+                },
+            );
+            if let Some(period) = p.period {
+                // From `start` by multiplication, so long runs do not drift.
+                let next = p.start + self.pert_begins[i] as f64 * period;
+                if p.until.is_none_or(|u| next < u) {
+                    self.ev.push(
+                        next,
+                        EventKind::Perturb {
+                            index: i as u32,
+                            begin: true,
+                        },
+                    );
+                }
+            }
+        } else {
+            self.pert_active[i] -= 1;
+        }
+        let mut speed = 1.0;
+        for &q in &self.pert_at[k] {
+            let a = self.pert_active[q as usize];
+            if a > 0 {
+                speed *= self.model.perturbations[q as usize].factor.powi(a as i32);
+            }
+        }
+        let st = &mut self.st[k];
+        st.touch(self.now);
+        st.speed = speed;
+        st.refresh();
+        self.reschedule(k);
+    }
+
+    fn on_population(&mut self, s: usize, step: usize) {
+        let sch = &self.model.population_schedule[s];
+        let c = sch.class;
+        let target = sch.steps[step].1;
+        let current = self.live[c] - self.to_retire[c];
+        if target >= current {
+            let mut add = target - current;
+            let keep = add.min(self.to_retire[c]);
+            self.to_retire[c] -= keep;
+            add -= keep;
+            for _ in 0..add {
+                self.add_closed_job(c);
+            }
+        } else {
+            self.to_retire[c] += current - target;
+        }
+    }
+
+    // ----- moves ----------------------------------------------------------
+
+    /// Next (class, station) of class `c` leaving station `k`; `None` leaves the network.
+    #[inline]
+    fn route(&mut self, c: usize, k: usize) -> Option<Target> {
+        let row = self.model.row(c, k);
+        match row.len() {
+            0 => None,
+            1 if row[0].cum >= 1.0 => Some(row[0]),
+            _ => {
+                let u = self.route_rng[c * self.m + k].unit();
+                row.iter().find(|t| u < t.cum).copied()
+            }
+        }
+    }
+
+    /// Job `j` reaches station `k`.
+    fn arrive(&mut self, j: u32, k: usize) {
+        match self.st[k].kind {
+            Kind::Fork => return self.fork(j, k),
+            Kind::Join => return self.at_join(j, k),
+            Kind::Queue | Kind::Delay => {}
+        }
+        let job = self.jobs[j as usize];
+        let home = job.home as usize;
+        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+            self.end_cycle(j);
+            if self.to_retire[home] > 0 {
+                return self.retire(j);
+            }
+        }
+        if self.st[k].n >= self.st[k].capacity {
+            self.refuse(j, k);
+        } else {
+            self.admit(j, k);
+        }
+    }
+
+    /// A closed job is back at its reference: its request is complete.
+    fn end_cycle(&mut self, j: u32) {
+        let job = &mut self.jobs[j as usize];
+        if job.sys_start.is_nan() {
+            return;
+        }
+        let (home, request, start) = (job.home, job.request, job.sys_start);
+        job.sys_start = f64::NAN;
+        self.record_request(home, request, start, Status::Ok);
+    }
+
+    fn record_request(&mut self, home: u32, request: u64, start: f64, status: Status) {
+        if status == Status::Ok {
+            let h = home as usize;
+            let rt = self.now - start;
+            self.acc.sys_completions[h] += 1.0;
+            self.acc.sys_rt_sum[h] += rt;
+            if rt > self.acc.sys_rt_max[h] {
+                self.acc.sys_rt_max[h] = rt;
+            }
+        }
+        if let Some(tr) = &mut self.trace {
+            tr.push(request, home, -1, start, start, self.now, status);
+        }
+    }
+
+    /// Integrates cell (c, k) up to now, then changes its counts (station touched first).
+    #[inline]
+    fn cell_change(&mut self, c: usize, k: usize, dn: i32, ds: i32) {
+        let i = c * self.m + k;
+        let b = self.st[k].busy_clock;
+        let cell = &mut self.cells[i];
+        self.acc.q_area[i] += f64::from(cell.n) * (self.now - cell.q_last);
+        self.acc.busy_area[i] += f64::from(cell.s) * (b - cell.b_last);
+        cell.q_last = self.now;
+        cell.b_last = b;
+        cell.n = cell.n.wrapping_add_signed(dn);
+        cell.s = cell.s.wrapping_add_signed(ds);
+    }
+
+    /// Job `j` enters queue or delay station `k`, which has room.
+    fn admit(&mut self, j: u32, k: usize) {
+        let now = self.now;
+        let job = &mut self.jobs[j as usize];
+        let c = job.class as usize;
+        job.station = k as u32;
+        job.arrival = now;
+        job.start = f64::NAN;
+        job.retries = 0;
+        job.blocked = false;
+        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.st[k].touch(now);
+        let serve = self.st[k].serves_on_arrival();
+        self.cell_change(c, k, 1, serve as i32);
+        let st = &mut self.st[k];
+        st.n += 1;
+        st.q_max = st.q_max.max(st.n);
+        if serve {
+            self.start_service(j, k);
+        } else {
+            st.waiting.push_back(j);
+        }
+        self.st[k].refresh();
+        self.reschedule(k);
+    }
+
+    fn start_service(&mut self, j: u32, k: usize) {
+        let job = &mut self.jobs[j as usize];
+        let i = job.class as usize * self.m + k;
+        if job.start.is_nan() {
+            job.start = self.now;
+        }
+        // Validation guarantees a law wherever a class can be served.
+        let work = self.model.service[i]
+            .as_ref()
+            .map_or(0.0, |d| d.sample(&mut self.svc_rng[i]));
+        self.st[k].start(j, work);
+    }
+
+    #[inline]
+    fn reschedule(&mut self, k: usize) {
+        if let Some(t) = self.st[k].reschedule(self.now) {
+            let gen = self.st[k].gen;
+            self.ev.push(
+                t,
+                EventKind::Departure {
+                    station: k as u32,
+                    gen,
+                },
+            );
+        }
+    }
+
+    /// Job `j` finishes its visit at station `k` (after service, or after being blocked).
+    fn leave(&mut self, j: u32, k: usize) {
+        let now = self.now;
+        self.st[k].touch(now);
+        let job = self.jobs[j as usize];
+        let c = job.class as usize;
+        self.cell_change(c, k, -1, -1);
+        let st = &mut self.st[k];
+        st.n -= 1;
+        if job.blocked {
+            st.blocked -= 1;
+            self.jobs[j as usize].blocked = false;
+        }
+        self.record_visit(&job, k, Status::Ok);
+        let home = job.home as usize;
+        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+            // Leaving the reference starts a new request of the closed job.
+            let job = &mut self.jobs[j as usize];
+            job.request = self.next_request;
+            job.sys_start = now;
+            self.next_request += 1;
+        }
+        if !self.st[k].ps && self.st[k].kind == Kind::Queue {
+            while self.st[k].has_free_server() {
+                let Some(w) = self.st[k].waiting.pop_front() else {
+                    break;
+                };
+                let wc = self.jobs[w as usize].class as usize;
+                self.cell_change(wc, k, 0, 1);
+                self.start_service(w, k);
+            }
+        }
+        let st = &mut self.st[k];
+        st.settle();
+        st.refresh();
+        self.reschedule(k);
+        if !self.st[k].waiters.is_empty() {
+            // Blocked jobs take freed room before anything else moves.
+            self.pending
+                .push_front(Pending::Release { station: k as u32 });
+        }
+    }
+
+    fn record_visit(&mut self, job: &Job, k: usize, status: Status) {
+        let i = job.class as usize * self.m + k;
+        let rt = self.now - job.arrival;
+        self.acc.completions[i] += 1.0;
+        self.acc.rt_sum[i] += rt;
+        if rt > self.acc.rt_max[i] {
+            self.acc.rt_max[i] = rt;
+        }
+        if let Some(tr) = &mut self.trace {
+            tr.push(
+                job.request,
+                job.class,
+                k as i64,
+                job.arrival,
+                job.start,
+                self.now,
+                status,
+            );
+        }
+    }
+
+    /// Admits jobs blocked elsewhere for room at `k`, in FIFO order.
+    fn release(&mut self, k: usize) {
+        while self.st[k].n < self.st[k].capacity {
+            let Some(w) = self.st[k].waiters.pop_front() else {
+                break;
+            };
+            let from = self.jobs[w as usize].station as usize;
+            self.leave(w, from);
+            let job = &mut self.jobs[w as usize];
+            job.class = job.next_class;
+            self.arrive(w, k);
+        }
+    }
+
+    /// Station `k` is full: drop the job, or let it retry after a timeout.
+    fn refuse(&mut self, j: u32, k: usize) {
+        let c = self.jobs[j as usize].class as usize;
+        let i = c * self.m + k;
+        self.acc.drops[i] += 1.0;
+        let retry = self.model.stations[k]
+            .retry
+            .as_ref()
+            .filter(|r| self.jobs[j as usize].retries < r.max_retries);
+        let status = if retry.is_some() {
+            Status::Retry
+        } else {
+            Status::Dropped
+        };
+        let timeout = retry.map(|r| r.timeout.sample(&mut self.retry_rng[i]));
+        let job = &mut self.jobs[j as usize];
+        if let Some(tr) = &mut self.trace {
+            tr.push(
+                job.request,
+                job.class,
+                k as i64,
+                self.now,
+                f64::NAN,
+                self.now,
+                status,
+            );
+        }
+        match timeout {
+            Some(d) => {
+                job.retries += 1;
+                job.station = k as u32;
+                self.ev.push(self.now + d, EventKind::Retry { job: j });
+            }
+            None => self.lose(j),
+        }
+    }
+
+    /// Job `j` is lost (refused for good, or its fork can no longer reach its quorum).
+    fn lose(&mut self, j: u32) {
+        let job = self.jobs[j as usize];
+        if job.group != NONE {
+            self.free_jobs.push(j);
+            return self.task_end(job.group, false);
+        }
+        let home = job.home as usize;
+        if !job.sys_start.is_nan() {
+            self.record_request(job.home, job.request, job.sys_start, Status::Dropped);
+        }
+        if self.open[home] {
+            self.free_jobs.push(j);
+            return;
+        }
+        // A closed job's request failed; the user goes back to the reference
+        // (thinks) and tries a new request, so the population is preserved.
+        let job = &mut self.jobs[j as usize];
+        job.sys_start = f64::NAN;
+        job.class = home as u32;
+        if self.to_retire[home] > 0 {
+            return self.retire(j);
+        }
+        self.admit(j, self.reference[home] as usize);
+    }
+
+    /// Job `j` leaves the network by its routing.
+    fn exit(&mut self, j: u32) {
+        let job = self.jobs[j as usize];
+        if job.group != NONE {
+            // A task that leaves before its join never counts towards the quorum.
+            self.free_jobs.push(j);
+            return self.task_end(job.group, false);
+        }
+        let home = job.home as usize;
+        if self.open[home] {
+            self.record_request(job.home, job.request, job.sys_start, Status::Ok);
+            self.free_jobs.push(j);
+        } else {
+            // Validation makes closed rows sum to 1; kept as a safe fallback.
+            self.jobs[j as usize].class = job.home;
+            self.arrive(j, self.reference[home] as usize);
+        }
+    }
+
+    // ----- fork / join ----------------------------------------------------
+
+    /// Splits job `j` at fork `k` into one task per branch; the parent waits at the join.
+    fn fork(&mut self, j: u32, k: usize) {
+        let now = self.now;
+        let c = self.jobs[j as usize].class as usize;
+        {
+            let job = &mut self.jobs[j as usize];
+            job.station = k as u32;
+            job.arrival = now;
+            job.start = now;
+        }
+        self.acc.arrivals[c * self.m + k] += 1.0;
+        let job = self.jobs[j as usize];
+        self.record_visit(&job, k, Status::Ok);
+        let join = self.st[k].join as usize;
+        let given = self.st[k].branches.len();
+        let n = if given > 0 {
+            given
+        } else {
+            self.model.row(c, k).len()
+        } as u32;
+        let q = self.st[join].quorum;
+        let group = Group {
+            parent: j,
+            join: join as u32,
+            quorum: if q == 0 { n } else { q.min(n) },
+            arrived: 0,
+            outstanding: n,
+            released: false,
+        };
+        let g = match self.free_groups.pop() {
+            Some(g) => {
+                self.groups[g as usize] = group;
+                g
+            }
+            None => {
+                self.groups.push(group);
+                (self.groups.len() - 1) as u32
+            }
+        };
+        // The parent is "at the join" from the fork on: the join's queue length
+        // counts forked requests in progress, and its response time is fork-to-join.
+        self.st[join].touch(now);
+        self.cell_change(c, join, 1, 0);
+        let sj = &mut self.st[join];
+        sj.n += 1;
+        sj.q_max = sj.q_max.max(sj.n);
+        self.acc.arrivals[c * self.m + join] += 1.0;
+        let parent = &mut self.jobs[j as usize];
+        parent.station = join as u32;
+        parent.arrival = now;
+        parent.start = now;
+        for b in 0..n as usize {
+            let (tc, tk) = if given > 0 {
+                (c as u32, self.st[k].branches[b])
+            } else {
+                let t = self.model.row(c, k)[b];
+                (t.class, t.station)
+            };
+            let task = self.alloc(Job {
+                class: tc,
+                group: g,
+                next_class: NONE,
+                retries: 0,
+                blocked: false,
+                station: NONE,
+                arrival: now,
+                start: f64::NAN,
+                ..job
+            });
+            self.pending.push_back(Pending::Arrive {
+                job: task,
+                station: tk,
+            });
+        }
+    }
+
+    fn at_join(&mut self, j: u32, k: usize) {
+        let job = self.jobs[j as usize];
+        if job.group != NONE && self.groups[job.group as usize].join as usize == k {
+            self.free_jobs.push(j);
+            return self.task_end(job.group, true);
+        }
+        // Not forked towards this join: pass through in zero time.
+        let c = job.class as usize;
+        let now = self.now;
+        let jm = &mut self.jobs[j as usize];
+        jm.station = k as u32;
+        jm.arrival = now;
+        jm.start = now;
+        self.acc.arrivals[c * self.m + k] += 1.0;
+        let job = self.jobs[j as usize];
+        self.record_visit(&job, k, Status::Ok);
+        self.depart_instant(j, c, k);
+    }
+
+    /// Routes job `j` onwards from the instantaneous station `k`.
+    fn depart_instant(&mut self, j: u32, c: usize, k: usize) {
+        match self.route(c, k) {
+            Some(t) => {
+                self.jobs[j as usize].class = t.class;
+                self.pending.push_back(Pending::Arrive {
+                    job: j,
+                    station: t.station,
+                });
+            }
+            None => self.exit(j),
+        }
+    }
+
+    /// One task of group `g` reached its join (`reached`) or was lost.
+    fn task_end(&mut self, g: u32, reached: bool) {
+        let grp = &mut self.groups[g as usize];
+        grp.outstanding -= 1;
+        if !grp.released {
+            if reached {
+                grp.arrived += 1;
+            }
+            if grp.arrived >= grp.quorum {
+                grp.released = true;
+                self.parent_leaves_join(g, Status::Ok);
+            } else if grp.arrived + grp.outstanding < grp.quorum {
+                grp.released = true;
+                self.parent_leaves_join(g, Status::Dropped);
+            }
+        }
+        if self.groups[g as usize].outstanding == 0 {
+            self.free_groups.push(g);
+        }
+    }
+
+    /// The parent of group `g` is released by its join (`Ok`) or lost (`Dropped`).
+    fn parent_leaves_join(&mut self, g: u32, status: Status) {
+        let Group { parent, join, .. } = self.groups[g as usize];
+        let k = join as usize;
+        let job = self.jobs[parent as usize];
+        let c = job.class as usize;
+        self.st[k].touch(self.now);
+        self.cell_change(c, k, -1, 0);
+        self.st[k].n -= 1;
+        if status == Status::Ok {
+            self.record_visit(&job, k, Status::Ok);
+            self.depart_instant(parent, c, k);
+        } else {
+            self.acc.drops[c * self.m + k] += 1.0;
+            if let Some(tr) = &mut self.trace {
+                tr.push(
+                    job.request,
+                    job.class,
+                    k as i64,
+                    job.arrival,
+                    job.start,
+                    self.now,
+                    status,
+                );
+            }
+            self.lose(parent);
+        }
+    }
+
+    // ----- windows --------------------------------------------------------
+
+    /// Completes every window that ends at or before `t`.
+    fn close_windows(&mut self, t: f64) {
+        while self.window_end <= t {
+            let end = self.window_end;
+            for st in &mut self.st {
+                st.touch(end);
+            }
+            for (i, cell) in self.cells.iter_mut().enumerate() {
+                let b = self.st[i % self.m].busy_clock;
+                self.acc.q_area[i] += f64::from(cell.n) * (end - cell.q_last);
+                self.acc.busy_area[i] += f64::from(cell.s) * (b - cell.b_last);
+                cell.q_last = end;
+                // Busy clocks restart at every window, keeping them small.
+                cell.b_last = 0.0;
+            }
+            self.out
+                .t_start
+                .push(self.window as f64 * self.model.window);
+            for st in &mut self.st {
+                st.busy_clock = 0.0;
+                self.out.q_max.push(f64::from(st.q_max));
+                st.q_max = st.n;
+            }
+            self.acc.emit(&mut self.out);
+            self.window += 1;
+            // By multiplication, so boundaries do not drift over long runs.
+            self.window_end = (self.window + 1) as f64 * self.model.window;
+        }
+    }
+}

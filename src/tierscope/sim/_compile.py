@@ -1,0 +1,190 @@
+"""Compile a model file (``spec.Model``) into the JSON spec of the native engine.
+
+Design decision: the engine knows only stations, routing probabilities and distributions; every
+convenience of the YAML format is resolved here. Each class gets a zero-time (or think-time)
+*hub* station where its cycles start and end, so "a request" has the same meaning for every
+way a class can be written: visits+service and demands become random routing with the right
+mean visit counts, routing form keeps its matrix, and think time is the hub's service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierscope.qn.network import _alpha
+from tierscope.spec.model import ClassSpec, Model, ServiceDist
+
+ZERO = {"dist": "det", "mean": 0.0}
+
+
+def _dist(v: float | ServiceDist) -> dict[str, Any]:
+    if isinstance(v, ServiceDist):
+        return v.model_dump(exclude_none=True)
+    return {"dist": "exp", "mean": float(v)}
+
+
+def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[str, Any]:
+    """The engine spec of ``model``; hub stations follow the model's stations."""
+    names = [s.name for s in model.stations]
+    index = {n: i for i, n in enumerate(names)}
+    joins = [s.name for s in model.stations if s.type == "join"]
+    stations: list[dict[str, Any]] = []
+    for s in model.stations:
+        stations.append(
+            {
+                "name": s.name,
+                "kind": s.type,
+                "discipline": s.discipline,
+                "servers": s.servers,
+                "alpha": _alpha(s.servers, s.rates).tolist(),
+                "capacity": s.capacity,
+                "on_full": s.on_full or "drop",
+                "retry": None
+                if s.retry is None
+                else {"timeout": _dist(s.retry.timeout), "max_retries": s.retry.max_retries},
+                "join": index[s.join or joins[0]] if s.type == "fork" else None,
+                "branches": [index[b] for b in s.branches or []],
+                "quorum": s.quorum,
+            }
+        )
+    C = len(model.classes)
+    hubs: list[int] = []
+    for cl in model.classes:
+        hubs.append(len(stations))
+        stations.append(
+            {
+                "name": f"({'source' if cl.is_open else 'think'}:{cl.name})",
+                "kind": "delay",
+                "discipline": "ps",
+                "servers": 1,
+                "alpha": [1.0],
+                "capacity": None,
+                "on_full": "drop",
+                "retry": None,
+                "join": None,
+                "branches": [],
+                "quorum": None,
+            }
+        )
+    n_all = len(stations)
+    service: list[list[dict[str, Any] | None]] = [[None] * n_all for _ in range(C)]
+    routing: list[dict[str, Any]] = []
+    entry: list[list[list[float]]] = []
+    classes: list[dict[str, Any]] = []
+    for c, cl in enumerate(model.classes):
+        hub = hubs[c]
+        for st, v in (cl.service or {}).items():
+            service[c][index[st]] = _dist(v)
+        if cl.demands is not None:
+            for st, d in cl.demands.items():
+                if d > 0:
+                    service[c][index[st]] = {"dist": "exp", "mean": float(d)}
+        think = cl.think_time
+        service[c][hub] = {"dist": "exp", "mean": think} if think > 0 else ZERO
+        rows = _class_routing(cl, index, hub)
+        routing += [
+            {"from": [c, src], "to": [[c, dst, p] for dst, p in row.items() if p > 0]}
+            for src, row in rows.items()
+        ]
+        if cl.is_open:
+            assert cl.arrival_rate is not None
+            entry.append([[hub, 1.0]])
+            classes.append(
+                {
+                    "name": cl.name,
+                    "open": True,
+                    "interarrival": {"dist": "exp", "mean": 1.0 / cl.arrival_rate},
+                    "population": 0,
+                    "reference": hub,
+                }
+            )
+        else:
+            entry.append([])
+            classes.append(
+                {
+                    "name": cl.name,
+                    "open": False,
+                    "interarrival": None,
+                    "population": int(cl.population or 0),
+                    "reference": hub,
+                }
+            )
+    class_index = {cl.name: c for c, cl in enumerate(model.classes)}
+    arrival_schedule, population_schedule = [], []
+    for sch in model.simulation.schedules:
+        c = class_index[sch.class_]
+        if model.classes[c].is_open:
+            arrival_schedule.append({"class": c, "times": sch.times, "multipliers": sch.values})
+        else:
+            population_schedule.append(
+                {"class": c, "times": sch.times, "populations": [int(v) for v in sch.values]}
+            )
+    return {
+        "stations": stations,
+        "classes": classes,
+        "service": service,
+        "routing": routing,
+        "entry": entry,
+        "perturbations": [
+            {
+                "station": index[p.station],
+                "factor": p.factor,
+                "start": p.start,
+                "duration": p.duration,
+                "period": p.period,
+                "until": p.until,
+            }
+            for p in model.simulation.perturbations
+        ],
+        "arrival_schedule": arrival_schedule,
+        "population_schedule": population_schedule,
+        "window": window,
+        "trace": trace,
+    }
+
+
+def _class_routing(cl: ClassSpec, index: dict[str, int], hub: int) -> dict[int, dict[int, float]]:
+    """Routing rows {from: {to: p}} of one class, hub included; missing mass leaves (open)."""
+    if cl.routing is not None:
+        return _explicit_routing(cl, index, hub)
+    visits = {index[s]: v for s, v in (cl.visits or {}).items() if v > 0}
+    if cl.demands is not None:
+        visits = {index[s]: 1.0 for s, d in cl.demands.items() if d > 0}
+    total = sum(visits.values())
+    rows: dict[int, dict[int, float]] = {}
+    if total >= 1:
+        # first visit forced, then continue w.p. 1 - 1/total: E[visits to j] = V_j
+        first = {j: v / total for j, v in visits.items()}
+        cont = {j: (1 - 1 / total) * v / total for j, v in visits.items()}
+        leave = 1 / total
+    else:
+        # a cycle may visit nothing: geometric number of visits with mean total
+        first = cont = {j: v / (1 + total) for j, v in visits.items()}
+        leave = 1 / (1 + total)
+    rows[hub] = dict(first)
+    if total < 1 and not cl.is_open:
+        rows[hub][hub] = leave  # an empty cycle
+    for j in visits:
+        rows[j] = dict(cont)
+        if not cl.is_open:  # open classes leave with the missing mass
+            rows[j][hub] = leave
+    return rows
+
+
+def _explicit_routing(
+    cl: ClassSpec, index: dict[str, int], hub: int
+) -> dict[int, dict[int, float]]:
+    assert cl.routing is not None
+    rows = {
+        index[src]: {index[dst]: p for dst, p in row.items()} for src, row in cl.routing.items()
+    }
+    if cl.is_open:
+        rows[hub] = {index[s]: p for s, p in (cl.entry or {}).items()}
+        return rows
+    ref = index[cl.reference] if cl.reference is not None else index[next(iter(cl.routing))]
+    # every return to the reference station passes the hub first (think time, cycle count)
+    for row in rows.values():
+        if ref in row:
+            row[hub] = row.pop(ref)
+    rows[hub] = {ref: 1.0}
+    return rows
