@@ -31,9 +31,16 @@ def solution(doc: dict[str, Any], title: str = "") -> RenderableType:
     classes = Table(title="classes", title_justify="left")
     for col in ("class", "population / λ", "throughput [1/s]", "response time [s]"):
         classes.add_column(col, justify="left" if col == "class" else "right")
+    ci = doc.get("ci", {}).get("classes", {})
     for name, c in doc["classes"].items():
         size = fmt(c["population"]) if "population" in c else f"λ={fmt(c['arrival_rate'])}"
-        classes.add_row(name, size, fmt(c["throughput"]), fmt(c["response_time"]))
+        hw = ci.get(name, {})
+        classes.add_row(
+            name,
+            size,
+            _with_ci(c["throughput"], hw.get("throughput")),
+            _with_ci(c["response_time"], hw.get("response_time")),
+        )
     stations = Table(title="stations", title_justify="left")
     cols = ("station", "class", "util.", "queue", "resp. [s]", "resid. [s]", "tput [1/s]")
     for col in cols:
@@ -45,7 +52,23 @@ def solution(doc: dict[str, Any], title: str = "") -> RenderableType:
                 stations.add_row("", cname, *_measure_cells(pc))
     parts: list[RenderableType] = [head, classes, stations]
     parts += [Text(f"note: {n}", style="yellow") for n in doc.get("notes", [])]
+    if "stats" in doc:
+        st = doc["stats"]
+        parts.append(
+            Text(
+                f"{fmt(st['events'])} events in {st['wall_s']:.2f} s "
+                f"({fmt(st['events_per_s'], 3)} events/s), {st['replications']} replication(s), "
+                f"seed {st['seed']}; ± = {st['confidence']:.0%} confidence half-width",
+                style="dim",
+            )
+        )
     return Group(*parts)
+
+
+def _with_ci(value: Any, half_width: Any) -> str:
+    if half_width is None:
+        return fmt(value)
+    return f"{fmt(value)} ± {fmt(half_width, 2)}"
 
 
 def _measure_cells(m: dict[str, Any]) -> list[str]:
