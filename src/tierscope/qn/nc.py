@@ -26,7 +26,7 @@ O(M log M) station convolutions instead of O(M^2).
 
 Cost and limits: the lattice has prod (N_c + 1) points (``max_lattice``, default 100,000). A
 load-independent queue costs O(lattice * classes); a delay or load-dependent queue costs
-O(lattice * |N|), i.e. O(N^2) for one class (about a second at N = 10,000).
+O(lattice * |N|), i.e. O(N^2) for one class (a few seconds at N = 10,000).
 """
 
 from __future__ import annotations
