@@ -83,7 +83,14 @@ def test_registry_names_match_cli() -> None:
 
 
 def test_public_all_is_consistent() -> None:
-    for name in ("tierscope", "tierscope.qn", "tierscope.spec", "tierscope.errors"):
+    for name in (
+        "tierscope",
+        "tierscope.qn",
+        "tierscope.sim",
+        "tierscope.spec",
+        "tierscope.store",
+        "tierscope.errors",
+    ):
         mod = importlib.import_module(name)
         for attr in getattr(mod, "__all__", []):
             assert hasattr(mod, attr), f"{name}.__all__ names missing {attr}"

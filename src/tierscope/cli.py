@@ -99,8 +99,20 @@ def model_simulate(
     max_events: Annotated[
         int, typer.Option(help="Cap on simulated events (all replications).")
     ] = 20_000_000,
-    max_time: Annotated[float | None, typer.Option(help="Cap on simulated time [s].")] = None,
+    max_time: Annotated[float | None, typer.Option(help="Cap on simulated time, seconds.")] = None,
     replications: Annotated[int, typer.Option(help="Independent replications (threads).")] = 1,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="RUN_DIR",
+            help="Write a run folder (time series, per-request traces, perturbations as "
+            "events) to this new or empty folder.",
+        ),
+    ] = None,
+    window: Annotated[
+        float | None,
+        typer.Option(help="Window of the time series, seconds (default: chosen from a pilot run)."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Simulate a model (any station, distribution, perturbation) with confidence intervals."""
@@ -109,17 +121,29 @@ def model_simulate(
     from tierscope.spec import load_model
 
     model = load_model(model_file)
-    result = simulate(
-        model,
-        seed=seed,
-        precision=precision,
-        confidence=confidence,
-        max_events=max_events,
-        max_time=max_time,
-        replications=replications,
-    )
+    options: dict[str, Any] = {
+        "seed": seed,
+        "precision": precision,
+        "confidence": confidence,
+        "max_events": max_events,
+        "max_time": max_time,
+        "replications": replications,
+        "window": window,
+    }
+    if trace is None:
+        result = simulate(model, **options)
+    else:
+        from tierscope.store import record_simulation
+
+        try:
+            result = record_simulation(model, trace, source=str(model_file), **options)
+        except KeyboardInterrupt:
+            err.print(f"interrupted: what was measured is kept in {trace} (partial)", markup=False)
+            raise
     title = model.name or model_file.name
     _emit(result.to_dict(), as_json, lambda d: terminal.solution(d, title))
+    if trace is not None and not as_json:
+        out.print(f"run folder: {trace}", style="dim", markup=False)
 
 
 @model_app.command("queue")

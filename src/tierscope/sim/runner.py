@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,6 +32,9 @@ MAX_WINDOWS = 4096
 #: Per-(class, station) sums streamed by the engine, and per-class system sums.
 STATION_SUMS = ("arrivals", "completions", "rt_sum", "q_area", "busy_area", "drops")
 CLASS_SUMS = ("sys_completions", "sys_rt_sum")
+#: Events per replication and advance when the caller streams chunks (``on_chunk``, ``trace``):
+#: bounds the size of one chunk, so a long traced run keeps flat memory.
+STREAM_CHUNK_MAX = 500_000
 
 
 @dataclass
@@ -110,24 +114,41 @@ def simulate(
     max_time: float | None = None,
     replications: int = 1,
     threads: int | None = None,
+    window: float | None = None,
+    trace: bool = False,
+    on_chunk: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> SimResult:
     """Simulate ``model`` until every class's throughput and response time is known to
-    ``precision`` (relative CI half-width at ``confidence``), or a cap is reached."""
+    ``precision`` (relative CI half-width at ``confidence``), or a cap is reached.
+
+    ``window`` is the length [s] of the engine's time windows (default: chosen from a pilot
+    run so that a window holds about 100 events). With ``trace`` the engine also reports every
+    finished visit and request. ``on_chunk(replication, output)`` is called in the calling
+    thread after every advance of every replication with the engine's output (``windows`` and,
+    when traced, ``trace``) plus ``"window"``, the window length; the output is not kept, so a
+    caller that streams it to disk keeps memory flat. An exception raised by ``on_chunk`` stops
+    the run and propagates.
+    """
     _check(
         precision=precision,
         confidence=confidence,
         max_events=max_events,
         replications=replications,
         max_time=max_time,
+        window=window,
     )
     net = Network.from_model(model)
     C, M = net.n_classes, net.n_stations
     started = time.perf_counter()
-    # Pilot: learn the time scale, so windows hold ~100 events each.
-    pilot = _native.Simulator(json.dumps(compile_model(model, window=1.0)), seed, 0)
-    pilot.advance(math.inf, 20_000)
-    width = max(pilot.now, 1e-9) / 200
-    spec = json.dumps(compile_model(model, window=width))
+    if window is None:
+        # Pilot: learn the time scale, so windows hold ~100 events each.
+        pilot = _native.Simulator(json.dumps(compile_model(model, window=1.0)), seed, 0)
+        pilot.advance(math.inf, 20_000)
+        width = max(pilot.now, 1e-9) / 200
+    else:
+        width = float(window)
+    spec = json.dumps(compile_model(model, window=width, trace=trace))
+    streaming = trace or on_chunk is not None
     sims = [_native.Simulator(spec, seed, r) for r in range(replications)]
     series = [_Series(C, M + C, width) for _ in range(replications)]
     chunk = 100_000
@@ -137,8 +158,12 @@ def simulate(
         until = math.inf if max_time is None else max_time
         while True:
             outs = list(pool.map(lambda s, n=chunk: s.advance(until, n), sims))
-            for ser, out in zip(series, outs, strict=True):
+            for r, (ser, out) in enumerate(zip(series, outs, strict=True)):
                 ser.extend(out["windows"])
+                if on_chunk is not None:
+                    out["window"] = width
+                    on_chunk(r, out)
+            del outs
             done_events = sum(s.events for s in sims)
             est = _estimate(series, C, M, confidence)
             reached = (max_time is not None and all(s.now >= max_time for s in sims)) or (
@@ -147,6 +172,8 @@ def simulate(
             if _precise(est, precision) or reached:
                 break
             chunk = min(chunk * 2, max(1, (max_events - done_events) // replications))
+            if streaming:
+                chunk = min(chunk, STREAM_CHUNK_MAX)
     wall = time.perf_counter() - started
     sim_net = replace(net, visits=est["visits"])
     solution = Solution(
@@ -169,6 +196,7 @@ def simulate(
         "seed": seed,
         "simulated_time": float(np.mean([s.now for s in sims])),
         "warmup_time": est["warmup"],
+        "window": width,
         "confidence": confidence,
         "precision_reached": bool(_precise(est, precision)),
         "drops": {cname: float(d) for cname, d in zip(net.class_names, est["drops"], strict=True)},
@@ -191,6 +219,8 @@ def _check(**kw: Any) -> None:
         raise InputError("replications", kw["replications"], "at least 1")
     if kw["max_time"] is not None and not kw["max_time"] > 0:
         raise InputError("max_time", kw["max_time"], "a positive time in seconds")
+    if kw["window"] is not None and not (0 < kw["window"] < math.inf):
+        raise InputError("window", kw["window"], "a positive window length in seconds")
 
 
 def _estimate(series: list[_Series], C: int, M: int, confidence: float) -> dict[str, Any]:

@@ -1,0 +1,25 @@
+"""Experiment store: one folder per run with ``run.json`` and Parquet tables (PRODUCT §4.3).
+
+Only this package reads and writes run folders. :class:`RunWriter` streams tables to disk as a
+run goes and closes the folder as ``complete``, ``partial`` or ``failed``; :func:`read_run`
+reads one back; :func:`record_simulation` writes a traced simulation as a run.
+"""
+
+from __future__ import annotations
+
+from tierscope.store._host import cgroup_version, host_facts
+from tierscope.store._run import Run, RunWriter, read_run, scan_table
+from tierscope.store._schema import SCHEMAS, TABLES
+from tierscope.store._simulation import record_simulation
+
+__all__ = [
+    "SCHEMAS",
+    "TABLES",
+    "Run",
+    "RunWriter",
+    "cgroup_version",
+    "host_facts",
+    "read_run",
+    "record_simulation",
+    "scan_table",
+]

@@ -1,0 +1,290 @@
+"""Write and read one run folder: ``run.json`` plus one Parquet file per table.
+
+Design decision: a run is written as it is measured. ``RunWriter.create`` makes the folder and
+writes ``run.json`` at once with status ``partial``, so even a killed process leaves a folder that
+says what it is. Rows are buffered and flushed as numbered Parquet parts under ``.parts/TABLE/``
+(each one a complete, readable file); closing a table concatenates its parts into ``TABLE.parquet``
+by streaming (memory stays flat) and removes them. Closing the run rewrites ``run.json``
+atomically with its end time and status: ``complete``, ``partial`` (interrupted, e.g. Ctrl-C) or
+``failed`` (an error); what was measured is kept in every case, and ``read_run`` also reads
+parts a killed writer left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import polars as pl
+
+from tierscope import __version__
+from tierscope.errors import InputError, TierscopeError
+from tierscope.store._host import host_facts
+from tierscope.store._schema import TABLES, check_table, conform, empty
+
+RUN_JSON = "run.json"
+PARTS = ".parts"
+#: Rows buffered per table before they are flushed as one Parquet part.
+PART_ROWS = 250_000
+FORMAT_VERSION = 1
+
+Status = Literal["complete", "partial", "failed"]
+
+
+class RunWriter:
+    """Writes one run folder; use :meth:`create`, then as a context manager.
+
+    ``info`` is the ``run.json`` document; callers may add keys (``summary``, ...) before the
+    run is closed. Leaving the ``with`` block closes the run: ``complete`` on success,
+    ``partial`` on KeyboardInterrupt, ``failed`` on any other exception (which propagates).
+    """
+
+    def __init__(self, path: Path, info: dict[str, Any], *, created_dir: bool) -> None:
+        self.path = path
+        self.info = info
+        self._created_dir = created_dir
+        self._buffers: dict[str, list[pl.DataFrame]] = {}
+        self._buffered_rows: dict[str, int] = {}
+        self._parts: dict[str, int] = {}
+        self._finished: set[str] = set()
+        self._closed = False
+
+    @classmethod
+    def create(
+        cls,
+        run_dir: str | os.PathLike[str],
+        *,
+        kind: str,
+        spec: dict[str, Any],
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> RunWriter:
+        """Create the folder ``run_dir`` (new, or existing and empty) and its ``run.json``."""
+        path = Path(run_dir)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise InputError("run_dir", str(path), "a new or empty folder")
+        created = not path.exists()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError("run_dir", str(path), f"a folder that can be created ({exc})") from exc
+        info: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "kind": kind,
+            "status": "partial",
+            "tierscope_version": __version__,
+            "start": time.time(),
+            "end": None,
+            "seed": seed,
+            "options": options or {},
+            "host": host_facts(),
+            "spec": spec,
+            "tables": [],
+        }
+        writer = cls(path, info, created_dir=created)
+        writer._write_info()
+        return writer
+
+    # ---- tables ----------------------------------------------------------------------------
+    def append(self, table: str, frame: pl.DataFrame) -> None:
+        """Add rows to ``table``; they reach disk in parts of about PART_ROWS rows."""
+        self._check_open(table)
+        if frame.height == 0:
+            return
+        self._buffers.setdefault(table, []).append(conform(table, frame))
+        self._buffered_rows[table] = self._buffered_rows.get(table, 0) + frame.height
+        if self._buffered_rows[table] >= PART_ROWS:
+            self._flush(table)
+
+    def write(self, table: str, frame: pl.DataFrame) -> None:
+        """Write the whole of ``table`` at once and close it."""
+        self._check_open(table)
+        if self._parts.get(table) or self._buffers.get(table):
+            raise TierscopeError(f"table {table} already has appended rows; use append()")
+        self._replace(self.path / f"{table}.parquet", conform(table, frame))
+        self._finished.add(table)
+
+    def finish(self, table: str) -> Path:
+        """Close ``table``: its parts become ``TABLE.parquet`` (empty if nothing was added)."""
+        check_table(table)
+        final = self.path / f"{table}.parquet"
+        if table in self._finished:
+            return final
+        self._flush(table)
+        parts = self._part_files(table)
+        if parts:
+            tmp = final.with_suffix(".parquet.tmp")
+            pl.scan_parquet(parts).sink_parquet(tmp)
+            os.replace(tmp, final)
+            shutil.rmtree(self._parts_dir(table))
+        else:
+            self._replace(final, empty(table))
+        self._finished.add(table)
+        return final
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        """A lazy view of a finished table."""
+        if table not in self._finished:
+            raise TierscopeError(f"table {table} is not finished; call finish() first")
+        return pl.scan_parquet(self.path / f"{table}.parquet")
+
+    @property
+    def measured(self) -> bool:
+        """Whether any rows were written or are waiting to be."""
+        return bool(self._finished or self._parts or any(self._buffers.values()))
+
+    # ---- closing ---------------------------------------------------------------------------
+    def close(self, status: Status = "complete", error: str | None = None) -> None:
+        """Finish every table that received rows and write the final ``run.json``."""
+        if self._closed:
+            return
+        self._closed = True
+        problems = []
+        for table in TABLES:
+            if table in self._finished or not (self._parts.get(table) or self._buffers.get(table)):
+                continue
+            try:
+                self.finish(table)
+            except Exception as exc:  # keep the parts; read_run still reads them
+                problems.append(f"{table}: {exc}")
+        if problems:
+            status = "failed"
+            error = "; ".join(filter(None, [error, *problems]))
+        self.info["status"] = status
+        self.info["end"] = time.time()
+        self.info["tables"] = [t for t in TABLES if (self.path / f"{t}.parquet").exists()]
+        if error is not None:
+            self.info["error"] = error
+        self._write_info()
+        parts_root = self.path / PARTS
+        if parts_root.is_dir() and not any(parts_root.iterdir()):
+            parts_root.rmdir()
+
+    def discard(self) -> None:
+        """Remove everything this writer wrote (for runs refused before measuring anything)."""
+        self._closed = True
+        if self._created_dir:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for child in self.path.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._closed:
+            return
+        if exc is None:
+            self.close("complete")
+        elif isinstance(exc, KeyboardInterrupt):
+            self.close("partial", "interrupted")
+        else:
+            self.close("failed", f"{type(exc).__name__}: {exc}")
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _check_open(self, table: str) -> None:
+        check_table(table)
+        if self._closed:
+            raise TierscopeError(f"run {self.path} is closed")
+        if table in self._finished:
+            raise TierscopeError(f"table {table} of run {self.path} is already finished")
+
+    def _parts_dir(self, table: str) -> Path:
+        return self.path / PARTS / table
+
+    def _part_files(self, table: str) -> list[Path]:
+        folder = self._parts_dir(table)
+        return sorted(folder.glob("part-*.parquet")) if folder.is_dir() else []
+
+    def _flush(self, table: str) -> None:
+        frames = self._buffers.pop(table, [])
+        self._buffered_rows.pop(table, None)
+        if not frames:
+            return
+        folder = self._parts_dir(table)
+        folder.mkdir(parents=True, exist_ok=True)
+        n = self._parts.get(table, 0)
+        self._replace(folder / f"part-{n:06d}.parquet", pl.concat(frames, how="vertical"))
+        self._parts[table] = n + 1
+
+    @staticmethod
+    def _replace(path: Path, frame: pl.DataFrame) -> None:
+        tmp = path.with_suffix(".parquet.tmp")
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+
+    def _write_info(self) -> None:
+        tmp = self.path / (RUN_JSON + ".tmp")
+        tmp.write_text(json.dumps(_finite(self.info), indent=2, allow_nan=False) + "\n")
+        os.replace(tmp, self.path / RUN_JSON)
+
+
+def _finite(doc: Any) -> Any:
+    """``doc`` with NaN and infinities replaced by None (JSON has no such numbers)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {str(k): _finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_finite(v) for v in doc]
+    return doc
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run folder as read back: ``run.json`` and the tables (None when absent)."""
+
+    path: Path
+    info: dict[str, Any]
+    metrics: pl.DataFrame | None
+    requests: pl.DataFrame | None
+    events: pl.DataFrame | None
+    points: pl.DataFrame | None
+
+    @property
+    def status(self) -> str:
+        return str(self.info.get("status"))
+
+
+def scan_table(run_dir: str | os.PathLike[str], table: str) -> pl.LazyFrame | None:
+    """A lazy view of one table of a run (from its parts if the writer never finished it)."""
+    check_table(table)
+    path = Path(run_dir)
+    final = path / f"{table}.parquet"
+    if final.is_file():
+        return pl.scan_parquet(final)
+    parts = sorted((path / PARTS / table).glob("part-*.parquet"))
+    return pl.scan_parquet(parts) if parts else None
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> Run:
+    """Read a run folder; InputError if it has no ``run.json``."""
+    path = Path(run_dir)
+    info_file = path / RUN_JSON
+    if not info_file.is_file():
+        raise InputError("run_dir", str(path), f"a run folder (with {RUN_JSON})")
+    try:
+        info = json.loads(info_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(RUN_JSON, str(info_file), f"valid JSON ({exc})") from exc
+    tables = {}
+    for table in TABLES:
+        lf = scan_table(path, table)
+        tables[table] = None if lf is None else lf.collect()
+    return Run(path=path, info=info, **tables)
