@@ -99,3 +99,29 @@ def test_servers_must_be_positive_integers() -> None:
     doc = _doc()
     doc["stations"][0]["servers"] = 0
     assert _locations(doc) == ["stations[0].servers"]
+
+
+def test_schedule_from_csv_trace(tmp_path: Any) -> None:
+    from tierscope.spec import load_model
+
+    (tmp_path / "load.csv").write_text("t,value\n0,1.0\n10,2.5\n20,1.0\n")
+    (tmp_path / "m.yaml").write_text(
+        "stations: [{name: cpu}]\n"
+        "classes: [{name: c, arrival_rate: 1.0, demands: {cpu: 0.1}}]\n"
+        "simulation: {schedules: [{class: c, file: load.csv}]}\n"
+    )
+    sch = load_model(tmp_path / "m.yaml").simulation.schedules[0]
+    assert sch.times == [0, 10, 20] and sch.values == [1.0, 2.5, 1.0]
+
+
+def test_schedule_csv_with_bad_row_names_file_and_line(tmp_path: Any) -> None:
+    from tierscope.spec import load_model
+
+    (tmp_path / "load.csv").write_text("t,value\n0,1.0\n10,abc\n")
+    (tmp_path / "m.yaml").write_text(
+        "stations: [{name: cpu}]\n"
+        "classes: [{name: c, arrival_rate: 1.0, demands: {cpu: 0.1}}]\n"
+        "simulation: {schedules: [{class: c, file: load.csv}]}\n"
+    )
+    with pytest.raises(SpecError, match=r"simulation.schedules\[0\].file.*line 3"):
+        load_model(tmp_path / "m.yaml")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tierscope.spec._load import load_yaml
+from tierscope.spec._load import inline_schedule_files, load_yaml
 from tierscope.spec.model import ClassSpec, Model, ServiceDist, Station, parse_model
 
 
 def load_model(path: str | Path) -> Model:
-    """Read and validate a queueing-network model file (PRODUCT.md §4.1)."""
-    return parse_model(load_yaml(path), source=str(path))
+    """Read and validate a queueing-network model file (PRODUCT.md §4.1).
+
+    Load schedules may name a CSV trace (``file:``, relative to the model file).
+    """
+    data = inline_schedule_files(load_yaml(path), Path(path).parent, str(path))
+    return parse_model(data, source=str(path))
 
 
 __all__ = ["ClassSpec", "Model", "ServiceDist", "Station", "load_model", "load_yaml", "parse_model"]
