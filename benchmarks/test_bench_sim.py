@@ -17,13 +17,15 @@ What is compared, and why:
   users with 1 s think time, then web (PS, 1 server), app (PS, 4 servers) and db (FCFS, 2
   servers) in series, near saturation (db is the bottleneck at 1,111 req/s; exact MVA gives
   ~987 req/s).
-* Events are counted the same way for every tool: one event per arrival and one per departure
-  (service completion). M/M/1: 2 events per customer (SimPy counts its arrivals and departures;
-  LINE SSA's event budget counts fired transitions, i.e. arrivals and departures). Closed model:
-  4 events per cycle (end of think, web, app, db completions; in a closed network a completion is
-  also the next arrival). tierscope's count is the engine's own ``events``; the printed "events
-  per customer" shows that it counts alike, and the assertions use both the engine's count and
-  the counting-independent rate (completed customers per wall second).
+* Events: SimPy and LINE count one event per arrival and one per departure (service
+  completion). M/M/1: 2 events per customer (SimPy counts its arrivals and departures; LINE
+  SSA's event budget counts fired transitions, i.e. arrivals and departures). Closed model: 4
+  events per cycle (end of think, web, app, db completions; in a closed network a completion is
+  also the next arrival). tierscope's count is the engine's own ``events``, printed as events per
+  customer next to SimPy's. Where the engine counts more per customer (when this was written it
+  counted the zero-time pass of an open class through its source station: 3 per M/M/1
+  customer), its events ratio flatters it; the target is therefore asserted on both the
+  engine's count and the counting-independent rate (completed customers per wall second).
 * Sanity, so that the rates compare equal work: mean response time of the M/M/1 within 5 % of
   1 / (1 - 0.9) = 10 for tierscope and SimPy (pooled over the runs); the closed model's
   throughput within 3 % between tierscope and SimPy and of exact MVA.
@@ -50,7 +52,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +83,7 @@ ENGINE_RUNS = 5
 SIMPY_EVENTS = 1_000_000  # per timed SimPy run (~4-5 s each)
 SIMPY_RUNS_MM1 = 5  # five runs pooled keep the M/M/1 response time to ~1 % (sd)
 SIMPY_RUNS_CLOSED = 3
-LINE_EVENTS = 500_000  # SolverSSA event budget (~15-25 s)
+LINE_EVENTS = 300_000  # SolverSSA event budget (~10-15 s on an idle host)
 LINE_CUTOFF_S = 60.0  # LINE is reported as skipped beyond this
 RSS_EVENTS = (1_000_000, 4_000_000)
 RSS_CHUNK = 250_000  # the memory child advances in chunks, as tierscope.sim.runner does
@@ -90,7 +92,7 @@ RSS_CHUNK = 250_000  # the memory child advances in chunks, as tierscope.sim.run
 MM1_LAMBDA = 0.9
 MM1_SERVICE = 1.0
 MM1_R = MM1_SERVICE / (1.0 - MM1_LAMBDA * MM1_SERVICE)  # = 10
-MM1_WINDOW = 1000.0  # engine output window (simulated seconds); ~2,000 windows per 4 M events
+MM1_WINDOW = 1000.0  # engine output window (simulated seconds); ~1,500 windows per 4 M events
 
 USERS = 1000
 THINK_S = 1.0
@@ -227,7 +229,7 @@ def simpy_mm1(n_events: int, seed: int) -> Run:
     finished = env.event()
     target = n_events // 2
 
-    def customer() -> Any:
+    def customer() -> Generator[Any, Any, None]:
         arrived = env.now
         with server.request() as req:
             yield req
@@ -237,7 +239,7 @@ def simpy_mm1(n_events: int, seed: int) -> Run:
         if tally.departures == target:
             finished.succeed()
 
-    def source() -> Any:
+    def source() -> Generator[Any, Any, None]:
         while True:
             yield env.timeout(rng.expovariate(MM1_LAMBDA))
             tally.arrivals += 1
@@ -277,7 +279,7 @@ def simpy_three_tier(n_events: int, seed: int) -> Run:
     finished = env.event()
     events = 0
 
-    def user() -> Any:
+    def user() -> Generator[Any, Any, None]:
         nonlocal events
         while True:
             yield env.timeout(rng.expovariate(1.0 / THINK_S))
@@ -444,6 +446,15 @@ def median_rate(runs: Sequence[Run], attr: str) -> float:
     return statistics.median(getattr(r, attr) for r in runs)
 
 
+def assert_speedup(speedup: Mapping[str, float]) -> None:
+    """The target, on the engine's event count and on completed customers per wall second."""
+    for basis, value in speedup.items():
+        assert value >= TARGET_VS_SIMPY, (
+            f"tierscope is {value:.1f}x SimPy in {basis.replace('_', ' ')}, "
+            f"target {TARGET_VS_SIMPY:.0f}x"
+        )
+
+
 @pytest.fixture(scope="module")
 def engine() -> None:
     """Fails (with the fix) when the extension has no simulator yet."""
@@ -487,7 +498,7 @@ def engine_vs_simpy(
         f"tierscope {median_rate(ts, 'events_per_s'):,.0f}, "
         f"SimPy {median_rate(sp, 'events_per_s'):,.0f}"
         + (f", LINE SSA {LINE_EVENTS / line['seconds']:,.0f}" if isinstance(line, dict) else ""),
-        "events per customer: "
+        "events per completed customer (M/M/1) or cycle (closed): "
         f"tierscope {rate_summary(ts)['events_per_customer']:.3f} (engine's count), "
         f"SimPy {rate_summary(sp)['events_per_customer']:.3f}",
         *notes,
@@ -538,10 +549,9 @@ def test_mm1_rho09(engine: None, record: Recorder) -> None:
             "response_time": {"exact": MM1_R, "tierscope": R_ts, "simpy": R_sp},
         },
     )
-    assert abs(R_ts / MM1_R - 1) < RT_RTOL
-    assert abs(R_sp / MM1_R - 1) < RT_RTOL
-    assert speedup["events_per_s"] >= TARGET_VS_SIMPY
-    assert speedup["customers_per_s"] >= TARGET_VS_SIMPY
+    assert abs(R_ts / MM1_R - 1) < RT_RTOL, f"tierscope R = {R_ts:.3f}, exact {MM1_R:g}"
+    assert abs(R_sp / MM1_R - 1) < RT_RTOL, f"SimPy R = {R_sp:.3f}, exact {MM1_R:g}"
+    assert_speedup(speedup)
 
 
 # ---- 2. closed three-tier ----------------------------------------------------------------------
@@ -582,11 +592,11 @@ def test_closed_three_tier(engine: None, record: Recorder) -> None:
             "throughput": {"mva_exact": X_mva, "tierscope": X_ts, "simpy": X_sp},
         },
     )
-    assert abs(X_ts / X_sp - 1) < X_RTOL
-    assert abs(X_ts / X_mva - 1) < X_RTOL
-    assert abs(X_sp / X_mva - 1) < X_RTOL
-    assert speedup["events_per_s"] >= TARGET_VS_SIMPY
-    assert speedup["customers_per_s"] >= TARGET_VS_SIMPY
+    throughputs = f"X: tierscope {X_ts:.1f}, SimPy {X_sp:.1f}, exact MVA {X_mva:.1f}"
+    assert abs(X_ts / X_sp - 1) < X_RTOL, throughputs
+    assert abs(X_ts / X_mva - 1) < X_RTOL, throughputs
+    assert abs(X_sp / X_mva - 1) < X_RTOL, throughputs
+    assert_speedup(speedup)
 
 
 # ---- 3. memory flat in the run length ----------------------------------------------------------
