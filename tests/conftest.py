@@ -14,22 +14,40 @@ def net_from(doc: dict[str, Any]) -> Network:
     return Network.from_model(parse_model(doc))
 
 
-@pytest.fixture
-def bolch_8_3() -> Network:
+def bolch_8_3_network() -> Network:
     """Bolch et al., Queueing Networks and Markov Chains, Example 8.3."""
+    names = ["cpu", "d1", "d2", "d3"]
     return net_from(
         {
-            "stations": [{"name": n} for n in ("s1", "s2", "s3", "s4")],
+            "stations": [{"name": n} for n in names],
             "classes": [
                 {
                     "name": "jobs",
                     "population": 6,
-                    "visits": {"s1": 1, "s2": 0.4, "s3": 0.2, "s4": 0.1},
-                    "service": {"s1": 0.02, "s2": 0.2, "s3": 0.4, "s4": 0.6},
+                    "visits": dict(zip(names, [1, 0.4, 0.2, 0.1], strict=True)),
+                    "service": dict(zip(names, [0.02, 0.2, 0.4, 0.6], strict=True)),
                 }
             ],
         }
     )
+
+
+def lazowska_two_class_network() -> Network:
+    """Lazowska et al., Quantitative System Performance: two classes, one job each."""
+    return net_from(
+        {
+            "stations": [{"name": "cpu"}, {"name": "disk"}],
+            "classes": [
+                {"name": "a", "population": 1, "demands": {"cpu": 1, "disk": 3}},
+                {"name": "b", "population": 1, "demands": {"cpu": 2, "disk": 4}},
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def bolch_8_3() -> Network:
+    return bolch_8_3_network()
 
 
 @pytest.fixture
@@ -53,13 +71,4 @@ def jain_central_server() -> Network:
 
 @pytest.fixture
 def lazowska_two_class() -> Network:
-    """Lazowska et al., Quantitative System Performance: two classes, one job each."""
-    return net_from(
-        {
-            "stations": [{"name": "cpu"}, {"name": "disk"}],
-            "classes": [
-                {"name": "a", "population": 1, "demands": {"cpu": 1, "disk": 3}},
-                {"name": "b", "population": 1, "demands": {"cpu": 2, "disk": 4}},
-            ],
-        }
-    )
+    return lazowska_two_class_network()

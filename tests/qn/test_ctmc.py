@@ -10,50 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import bolch_8_3_network, lazowska_two_class_network, net_from
 from tierscope.errors import InputError, UnsupportedModelError
 from tierscope.qn import ctmc, nc
 from tierscope.qn.network import Network
 from tierscope.qn.result import consistency_errors
-from tierscope.spec import parse_model
-
-
-def _net(data: dict[str, Any]) -> Network:
-    return Network.from_model(parse_model(data))
-
-
-def _bolch_8_3() -> Network:
-    names = ["cpu", "d1", "d2", "d3"]
-    return _net(
-        {
-            "stations": [{"name": n} for n in names],
-            "classes": [
-                {
-                    "name": "jobs",
-                    "population": 6,
-                    "visits": dict(zip(names, [1, 0.4, 0.2, 0.1], strict=True)),
-                    "service": dict(zip(names, [0.02, 0.2, 0.4, 0.6], strict=True)),
-                }
-            ],
-        }
-    )
-
-
-def _lazowska() -> Network:
-    return _net(
-        {
-            "stations": [{"name": "s1"}, {"name": "s2"}],
-            "classes": [
-                {"name": "A", "population": 1, "demands": {"s1": 1, "s2": 3}},
-                {"name": "B", "population": 1, "demands": {"s1": 2, "s2": 4}},
-            ],
-        }
-    )
 
 
 def _two_class_medium(n1: int, n2: int, stiffness: float = 1.0) -> Network:
     """Two classes, a multi-server queue, a delay and think times (all moves possible)."""
     f = stiffness
-    return _net(
+    return net_from(
         {
             "stations": [
                 {"name": "a"},
@@ -88,7 +55,7 @@ def _assert_same(sol: Any, ref: Any, tol: float) -> None:
 
 
 def test_bolch_example_8_3() -> None:
-    sol = ctmc.solve(_bolch_8_3())
+    sol = ctmc.solve(bolch_8_3_network())
     assert sol.method == "ctmc"
     assert sol.extra["states"] == math.comb(6 + 3, 3)
     np.testing.assert_allclose(sol.station_throughput, [9.920, 3.968, 1.984, 0.992], atol=1e-3)
@@ -101,7 +68,7 @@ def test_bolch_example_8_3() -> None:
 
 
 def test_lazowska_two_class() -> None:
-    sol = ctmc.solve(_lazowska())
+    sol = ctmc.solve(lazowska_two_class_network())
     np.testing.assert_allclose(sol.throughput, [3 / 19, 2 / 19], rtol=1e-12)
     assert sol.extra["states"] == 4
 
@@ -147,7 +114,7 @@ def _small_closed_models(draw: st.DrawFn) -> Network:
                 "service": service,
             }
         )
-    return _net({"stations": stations, "classes": classes})
+    return net_from({"stations": stations, "classes": classes})
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -168,7 +135,7 @@ def test_ctmc_equals_nc_on_random_small_models(net: Network) -> None:
 def test_ctmc_equals_exact_mva() -> None:
     from tierscope.qn import mva
 
-    for net in (_bolch_8_3(), _lazowska(), _two_class_medium(3, 2)):
+    for net in (bolch_8_3_network(), lazowska_two_class_network(), _two_class_medium(3, 2)):
         _assert_same(ctmc.solve(net), mva.solve(net), 1e-8)
 
 
@@ -219,7 +186,7 @@ def test_composition_ranking_is_the_enumeration_order() -> None:
 
 
 def test_think_time_only_class_and_single_state() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}],
             "classes": [
@@ -238,7 +205,7 @@ def test_think_time_only_class_and_single_state() -> None:
 
 
 def test_state_limit_names_the_state_count() -> None:
-    net = _bolch_8_3()
+    net = bolch_8_3_network()
     with pytest.raises(UnsupportedModelError, match=r"this model has 84\b"):
         ctmc.solve(net, max_states=50)
     big = _two_class_medium(20, 20)
@@ -247,7 +214,7 @@ def test_state_limit_names_the_state_count() -> None:
 
 
 def test_open_class_is_rejected() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}],
             "classes": [
@@ -266,4 +233,4 @@ def test_open_class_is_rejected() -> None:
 )
 def test_bad_options(option: str, value: Any) -> None:
     with pytest.raises(InputError, match=option):
-        ctmc.solve(_lazowska(), **{option: value})
+        ctmc.solve(lazowska_two_class_network(), **{option: value})

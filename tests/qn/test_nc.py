@@ -9,32 +9,11 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, logsumexp
 
+from tests.conftest import bolch_8_3_network, net_from
 from tierscope.errors import InputError, UnsupportedModelError
 from tierscope.qn import nc
 from tierscope.qn.network import Network
 from tierscope.qn.result import consistency_errors
-from tierscope.spec import parse_model
-
-
-def _net(data: dict[str, Any]) -> Network:
-    return Network.from_model(parse_model(data))
-
-
-def _bolch_8_3() -> Network:
-    names = ["cpu", "d1", "d2", "d3"]
-    return _net(
-        {
-            "stations": [{"name": n} for n in names],
-            "classes": [
-                {
-                    "name": "jobs",
-                    "population": 6,
-                    "visits": dict(zip(names, [1, 0.4, 0.2, 0.1], strict=True)),
-                    "service": dict(zip(names, [0.02, 0.2, 0.4, 0.6], strict=True)),
-                }
-            ],
-        }
-    )
 
 
 def _assert_consistent(sol: Any, tol: float = 1e-9) -> None:
@@ -57,7 +36,7 @@ def _mva_li(D: np.ndarray, is_delay: np.ndarray, N: int, Z: float) -> tuple[floa
 
 
 def test_bolch_example_8_3_measures() -> None:
-    sol = nc.solve(_bolch_8_3())
+    sol = nc.solve(bolch_8_3_network())
     assert sol.method == "nc"
     np.testing.assert_allclose(sol.station_throughput, [9.920, 3.968, 1.984, 0.992], atol=1e-3)
     np.testing.assert_allclose(sol.utilization, [0.198, 0.794, 0.794, 0.595], atol=1e-3)
@@ -66,7 +45,7 @@ def test_bolch_example_8_3_measures() -> None:
 
 
 def test_bolch_example_8_3_marginal_of_second_station() -> None:
-    sol = nc.solve(_bolch_8_3())
+    sol = nc.solve(bolch_8_3_network())
     p = sol.extra["marginals"]["d1"]
     published = [0.2064, 0.1943, 0.1781, 0.1565, 0.1281, 0.0911, 0.0455]
     np.testing.assert_allclose(p, published, atol=1e-4)
@@ -79,7 +58,7 @@ def test_bolch_example_8_3_marginal_of_second_station() -> None:
 
 
 def test_jain_central_server_with_think_time() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "cpu"}, {"name": "a"}, {"name": "b"}],
             "classes": [
@@ -98,7 +77,7 @@ def test_jain_central_server_with_think_time() -> None:
 
 
 def test_lazowska_two_class_single_job_each() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "s1"}, {"name": "s2"}],
             "classes": [
@@ -146,7 +125,7 @@ def test_machine_repairman_closed_form(
     else:
         stations.append({"name": "up", "type": "delay"})
         cls["demands"]["up"] = Z
-    net = _net({"stations": stations, "classes": [cls]})
+    net = net_from({"stations": stations, "classes": [cls]})
     X, Q, p = _repairman(N, Z, S, net.alpha[0])
     sol = nc.solve(net)
     assert sol.throughput[0] == pytest.approx(X, rel=1e-12)
@@ -160,7 +139,7 @@ def test_machine_repairman_closed_form(
 def test_log_g_matches_two_station_closed_form() -> None:
     # G(n) = sum_j D1^j D2^(n-j) = (D1^(n+1) - D2^(n+1)) / (D1 - D2).
     d1, d2, N = 0.7, 0.3, 12
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}, {"name": "b"}],
             "classes": [{"name": "c", "population": N, "demands": {"a": d1, "b": d2}}],
@@ -177,7 +156,7 @@ def test_multiclass_log_g_matches_brute_force() -> None:
     # form over every way to place the jobs.
     D = np.array([[0.5, 1.2, 2.0], [1.5, 0.4, 0.7]])
     N = (2, 3)
-    net = _net(
+    net = net_from(
         {
             "stations": [
                 {"name": "q"},
@@ -236,7 +215,7 @@ def _stress_network(with_multiserver: bool) -> tuple[Network, np.ndarray]:
         stations.append({"name": "pool", "servers": 4})
         demands["pool"] = 2_000.0
     cls = {"name": "batch", "population": 5_000, "think_time": 100.0, "demands": demands}
-    return _net({"stations": stations, "classes": [cls]}), D
+    return net_from({"stations": stations, "classes": [cls]}), D
 
 
 def test_large_population_and_demands_do_not_overflow() -> None:
@@ -271,7 +250,7 @@ def test_many_classes_small_populations() -> None:
     pops = [5, 4, 3, 2]
     rng = np.random.default_rng(7)
     D = rng.uniform(0.1, 2.0, size=(4, 3))
-    net = _net(
+    net = net_from(
         {
             "stations": [
                 {"name": "a"},
@@ -298,7 +277,7 @@ def test_many_classes_small_populations() -> None:
 
 
 def test_zero_population_and_unvisited_station() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}, {"name": "idle"}],
             "classes": [
@@ -316,7 +295,7 @@ def test_zero_population_and_unvisited_station() -> None:
 
 
 def test_think_time_only_class() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}],
             "classes": [
@@ -330,7 +309,7 @@ def test_think_time_only_class() -> None:
 
 
 def test_open_class_is_rejected() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}],
             "classes": [{"name": "o", "arrival_rate": 0.5, "demands": {"a": 1.0}}],
@@ -341,7 +320,7 @@ def test_open_class_is_rejected() -> None:
 
 
 def test_lattice_limit_and_options() -> None:
-    net = _bolch_8_3()
+    net = bolch_8_3_network()
     with pytest.raises(UnsupportedModelError, match=r"has 7\)"):
         nc.solve(net, max_lattice=5)
     with pytest.raises(InputError, match="max_lattice"):
@@ -351,7 +330,7 @@ def test_lattice_limit_and_options() -> None:
 
 
 def test_class_without_demand_or_think_time_is_rejected() -> None:
-    net = _net(
+    net = net_from(
         {
             "stations": [{"name": "a"}],
             "classes": [
@@ -367,6 +346,6 @@ def test_class_without_demand_or_think_time_is_rejected() -> None:
 def test_to_dict_is_json_ready() -> None:
     import json
 
-    out = nc.solve(_bolch_8_3()).to_dict()
+    out = nc.solve(bolch_8_3_network()).to_dict()
     text = json.dumps(out)
     assert '"marginals"' in text and '"log_G"' in text
