@@ -175,6 +175,10 @@ def simulate(
             if streaming:
                 chunk = min(chunk, STREAM_CHUNK_MAX)
     wall = time.perf_counter() - started
+    if "visits" not in est:
+        raise InputError(
+            "max_events/max_time", max_time or max_events, "a run long enough to fill a window"
+        )
     sim_net = replace(net, visits=est["visits"])
     solution = Solution(
         "simulation",
