@@ -11,10 +11,11 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::dist::Dist;
 use super::event::{EventKind, EventList};
 use super::rng::{stream_id, Purpose, Rng};
 use super::spec::{Kind, Model, Target};
-use super::station::Station;
+use super::station::{Resched, Station};
 use super::stats::{Acc, Cell, Status, Trace, Windows};
 use crate::error::Result;
 
@@ -111,6 +112,11 @@ pub struct Simulation {
     pert_begins: Vec<u64>,
     /// Perturbation indices of each station.
     pert_at: Vec<Vec<u32>>,
+    /// `class * M + station`: a zero-time visit (delay station, `det 0`
+    /// service, such as the compiler's source and think hubs) that is passed
+    /// through on the spot instead of scheduling a departure.
+    /// (A pass is not an event: it schedules nothing, so it is not counted.)
+    pass: Vec<bool>,
 
     cells: Vec<Cell>,
     acc: Acc,
@@ -139,11 +145,30 @@ impl Simulation {
         for (i, p) in model.perturbations.iter().enumerate() {
             pert_at[p.station].push(i as u32);
         }
+        let pass = (0..nc * m)
+            .map(|i| {
+                let (c, k) = (i / m, i % m);
+                let st = &model.stations[k];
+                let zero = matches!(model.service[i], Some(Dist::Det { value }) if value == 0.0);
+                // No capacity (nobody waits for room here), no speed changes (a
+                // stall would hold the job), and no blocking destination (the
+                // job would have to stay here on its server).
+                let can_block = model.row(c, k).iter().any(|t| {
+                    let d = &model.stations[t.station as usize];
+                    d.block && d.capacity != u32::MAX
+                });
+                st.kind == Kind::Delay
+                    && zero
+                    && st.capacity == u32::MAX
+                    && pert_at[k].is_empty()
+                    && !can_block
+            })
+            .collect();
         let mut sim = Simulation {
             m,
             now: 0.0,
             events: 0,
-            ev: EventList::new(),
+            ev: EventList::with_stations(m),
             st: model.stations.iter().map(Station::new).collect(),
             jobs: Vec::new(),
             free_jobs: Vec::new(),
@@ -164,6 +189,7 @@ impl Simulation {
             pert_active: vec![0; model.perturbations.len()],
             pert_begins: vec![0; model.perturbations.len()],
             pert_at,
+            pass,
             cells: vec![Cell::default(); nc * m],
             acc: Acc::new(nc, m),
             out: Windows::default(),
@@ -226,7 +252,7 @@ impl Simulation {
     /// comes first, and hands over the windows completed meanwhile.
     pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
         let wall = Instant::now();
-        let mut done = 0u64;
+        let mut done = 0;
         while done < max_events {
             let Some(e) = self.next_live_event() else {
                 break;
@@ -259,24 +285,16 @@ impl Simulation {
         }
     }
 
-    /// The earliest event that is not a stale departure (stale ones are discarded).
+    /// The earliest event (the list never holds stale ones).
+    #[inline]
     fn next_live_event(&mut self) -> Option<super::event::Event> {
-        loop {
-            let e = *self.ev.peek()?;
-            if let EventKind::Departure { station, gen } = e.kind {
-                if self.st[station as usize].gen != gen {
-                    self.ev.pop();
-                    continue;
-                }
-            }
-            return Some(e);
-        }
+        self.ev.peek().copied()
     }
 
     fn dispatch(&mut self, kind: EventKind) {
         match kind {
             EventKind::Arrival { class } => self.on_arrival(class as usize),
-            EventKind::Departure { station, .. } => self.on_departure(station as usize),
+            EventKind::Departure { station } => self.on_departure(station as usize),
             EventKind::Retry { job } => {
                 let k = self.jobs[job as usize].station as usize;
                 self.arrive(job, k);
@@ -363,6 +381,10 @@ impl Simulation {
     /// A multiplier of 0 suspends arrivals; `None` if it stays 0 forever.
     fn scaled_arrival(&mut self, c: usize, after: f64, x: f64) -> Option<f64> {
         let steps = &self.model.arrival_schedule[c];
+        if steps.is_empty() {
+            // No schedule: the multiplier is 1 forever (`x / 1.0 == x` exactly).
+            return Some(after + x);
+        }
         let mut step = self.arrival_step[c];
         let (mut t, mut x) = (after, x);
         loop {
@@ -508,7 +530,11 @@ impl Simulation {
             1 if row[0].cum >= 1.0 => Some(row[0]),
             _ => {
                 let u = self.route_rng[c * self.m + k].unit();
-                row.iter().find(|t| u < t.cum).copied()
+                // Cumulative probabilities rise, so the targets with `cum <= u`
+                // are a prefix: counting them finds the first with `u < cum`
+                // (as a linear search would) without unpredictable branches.
+                let i = row.iter().map(|t| usize::from(t.cum <= u)).sum::<usize>();
+                row.get(i).copied()
             }
         }
     }
@@ -578,6 +604,9 @@ impl Simulation {
     /// Job `j` enters queue or delay station `k`, which has room.
     fn admit(&mut self, j: u32, k: usize) {
         let now = self.now;
+        if self.pass[self.jobs[j as usize].class as usize * self.m + k] {
+            return self.pass_through(j, k);
+        }
         let job = &mut self.jobs[j as usize];
         let c = job.class as usize;
         job.station = k as u32;
@@ -601,6 +630,36 @@ impl Simulation {
         self.reschedule(k);
     }
 
+    /// A zero-time visit of job `j` to delay station `k`: counted exactly as
+    /// an admission, a start and a departure at the same instant would be
+    /// (arrival, completion with response time 0, one more job present for
+    /// an instant), and routed on at once, without a departure event.
+    fn pass_through(&mut self, j: u32, k: usize) {
+        let now = self.now;
+        let job = &mut self.jobs[j as usize];
+        let c = job.class as usize;
+        job.station = k as u32;
+        job.arrival = now;
+        job.start = now;
+        job.retries = 0;
+        job.blocked = false;
+        let job = *job;
+        self.acc.arrivals[c * self.m + k] += 1.0;
+        let st = &mut self.st[k];
+        st.touch(now);
+        st.q_max = st.q_max.max(st.n + 1);
+        self.record_visit(&job, k, Status::Ok);
+        let home = job.home as usize;
+        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+            // Leaving the reference starts a new request of the closed job.
+            let job = &mut self.jobs[j as usize];
+            job.request = self.next_request;
+            job.sys_start = now;
+            self.next_request += 1;
+        }
+        self.depart_instant(j, c, k);
+    }
+
     fn start_service(&mut self, j: u32, k: usize) {
         let job = &mut self.jobs[j as usize];
         let i = job.class as usize * self.m + k;
@@ -616,15 +675,10 @@ impl Simulation {
 
     #[inline]
     fn reschedule(&mut self, k: usize) {
-        if let Some(t) = self.st[k].reschedule(self.now) {
-            let gen = self.st[k].gen;
-            self.ev.push(
-                t,
-                EventKind::Departure {
-                    station: k as u32,
-                    gen,
-                },
-            );
+        match self.st[k].reschedule(self.now) {
+            Resched::Keep => {}
+            Resched::At(t) => self.ev.set_departure(k as u32, t),
+            Resched::Cancel => self.ev.cancel_departure(k as u32),
         }
     }
 

@@ -5,9 +5,8 @@
 //! for FCFS, `1` for delay). The station keeps a virtual clock `V` (work
 //! attained by each in-service job), advanced lazily; a job entering service
 //! gets the finish tag `V + work`, and the next completion is the smallest
-//! tag. Only that one departure is on the event list; a per-station
-//! generation counter invalidates it whenever `r` or the smallest tag
-//! changes. PS costs O(log n) per event, and a stall (`speed = 0`) simply
+//! tag. Only that one departure is on the event list; it is re-keyed in
+//! place (or removed) whenever `r` or the smallest tag changes. PS costs O(log n) per event, and a stall (`speed = 0`) simply
 //! schedules nothing until the speed returns, so stalls are exact.
 
 use std::collections::VecDeque;
@@ -25,11 +24,12 @@ pub struct Tagged {
 impl Tagged {
     #[inline]
     fn before(&self, other: &Tagged) -> bool {
-        self.tag < other.tag || (self.tag == other.tag && self.seq < other.seq)
+        // Non-short-circuit, so heap walks compile to selects, not branches.
+        (self.tag < other.tag) | ((self.tag == other.tag) & (self.seq < other.seq))
     }
 }
 
-/// Binary min-heap of in-service jobs by `(tag, seq)`.
+/// 4-ary min-heap of in-service jobs by `(tag, seq)`.
 #[derive(Debug, Default)]
 pub struct TagHeap {
     v: Vec<Tagged>,
@@ -51,47 +51,68 @@ impl TagHeap {
         self.v.first()
     }
 
+    /// Inserts `x`, moving a hole up instead of swapping.
     pub fn push(&mut self, x: Tagged) {
         let mut i = self.v.len();
         self.v.push(x);
         while i > 0 {
-            let p = (i - 1) / 2;
-            if !self.v[i].before(&self.v[p]) {
+            let p = (i - 1) / ARITY;
+            let pe = self.v[p];
+            if !x.before(&pe) {
                 break;
             }
-            self.v.swap(i, p);
+            self.v[i] = pe;
             i = p;
         }
+        self.v[i] = x;
     }
 
+    /// Removes the smallest entry. Bottom-up (Floyd): the hole at the root
+    /// sinks to a leaf along the smallest children (selects, no branches on
+    /// the keys), then the last entry rises from there, usually at once.
     pub fn pop(&mut self) -> Option<Tagged> {
         let last = self.v.pop()?;
-        if self.v.is_empty() {
+        let n = self.v.len();
+        if n == 0 {
             return Some(last);
         }
-        let top = std::mem::replace(&mut self.v[0], last);
-        let n = self.v.len();
+        let v = &mut self.v[..];
+        let top = v[0];
         let mut i = 0;
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let first = ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            let r = l + 1;
-            let c = if r < n && self.v[r].before(&self.v[l]) {
-                r
+            let mut c = first;
+            if first + ARITY <= n {
+                for k in first + 1..first + ARITY {
+                    c = if v[k].before(&v[c]) { k } else { c };
+                }
             } else {
-                l
-            };
-            if !self.v[c].before(&self.v[i]) {
-                break;
+                for k in first + 1..n {
+                    c = if v[k].before(&v[c]) { k } else { c };
+                }
             }
-            self.v.swap(i, c);
+            v[i] = v[c];
             i = c;
         }
+        while i > 0 {
+            let p = (i - 1) / ARITY;
+            let pe = v[p];
+            if !last.before(&pe) {
+                break;
+            }
+            v[i] = pe;
+            i = p;
+        }
+        v[i] = last;
         Some(top)
     }
 }
+
+/// Children per node of [`TagHeap`]: a shallow tree for large delay and PS stations.
+const ARITY: usize = 4;
 
 /// Run-time state of one station.
 #[derive(Debug)]
@@ -127,8 +148,6 @@ pub struct Station {
     pub waiting: VecDeque<u32>,
     /// Jobs blocked elsewhere that wait for room here, in arrival order.
     pub waiters: VecDeque<u32>,
-    /// Generation of the scheduled departure; older departure events are stale.
-    pub gen: u64,
     scheduled: bool,
     sched_rate: f64,
     sched_seq: u64,
@@ -161,7 +180,6 @@ impl Station {
             in_service: TagHeap::default(),
             waiting: VecDeque::new(),
             waiters: VecDeque::new(),
-            gen: 0,
             scheduled: false,
             sched_rate: 0.0,
             sched_seq: 0,
@@ -267,30 +285,39 @@ impl Station {
         }
     }
 
-    /// Time of the next departure if it must be (re)scheduled, bumping `gen`;
-    /// `None` if the pending event is still right or nothing can complete.
+    /// What must happen to the station's departure on the event list.
     #[inline]
-    pub fn reschedule(&mut self, now: f64) -> Option<f64> {
+    pub fn reschedule(&mut self, now: f64) -> Resched {
         let top = match self.in_service.peek() {
             Some(top) if self.rate > 0.0 => *top,
             _ => {
                 if self.scheduled {
-                    self.gen += 1;
                     self.scheduled = false;
+                    return Resched::Cancel;
                 }
-                return None;
+                return Resched::Keep;
             }
         };
         if self.scheduled && self.sched_rate == self.rate && self.sched_seq == top.seq {
             // Same job at the same rate: the pending event is still exact.
-            return None;
+            return Resched::Keep;
         }
-        self.gen += 1;
         self.scheduled = true;
         self.sched_rate = self.rate;
         self.sched_seq = top.seq;
-        Some(now + (top.tag - self.vclock).max(0.0) / self.rate)
+        Resched::At(now + (top.tag - self.vclock).max(0.0) / self.rate)
     }
+}
+
+/// Outcome of [`Station::reschedule`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resched {
+    /// The pending departure (or its absence) is still right.
+    Keep,
+    /// The departure is now at this time.
+    At(f64),
+    /// Nothing can complete: remove the pending departure.
+    Cancel,
 }
 
 #[cfg(test)]
@@ -310,5 +337,25 @@ mod tests {
         }
         let order: Vec<u32> = std::iter::from_fn(|| h.pop()).map(|x| x.job).collect();
         assert_eq!(order, vec![5, 1, 3, 2, 6, 0, 4]);
+    }
+
+    #[test]
+    fn tag_heap_matches_a_sorted_list_under_mixed_use() {
+        let mut rng = crate::des::rng::Rng::stream(2, 0, 0);
+        let mut h = TagHeap::default();
+        let mut want: Vec<(f64, u64)> = Vec::new();
+        for seq in 0..50_000u64 {
+            if rng.unit() < 0.55 {
+                // Coarse tags, so ties broken by `seq` happen often.
+                let tag = (rng.unit() * 64.0).floor();
+                h.push(Tagged { tag, seq, job: 0 });
+                want.push((tag, seq));
+            } else {
+                want.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+                let got = h.pop().map(|x| (x.tag, x.seq));
+                assert_eq!(got, want.pop());
+            }
+            assert_eq!(h.len(), want.len());
+        }
     }
 }

@@ -145,6 +145,8 @@ def simulate(
         pilot = _native.Simulator(json.dumps(compile_model(model, window=1.0)), seed, 0)
         pilot.advance(math.inf, 20_000)
         width = max(pilot.now, 1e-9) / 200
+        if max_time is not None:  # a short run still gets a few hundred windows
+            width = min(width, max_time / 200)
     else:
         width = float(window)
     spec = json.dumps(compile_model(model, window=width, trace=trace))
