@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import net_from
 from tierscope.errors import InputError, UnsupportedModelError
-from tierscope.qn import amva
+from tierscope.qn import amva, mva
 from tierscope.qn.network import Network
 from tierscope.qn.result import Solution, consistency_errors
 
@@ -91,21 +91,9 @@ def _convolution(net: Network) -> tuple[np.ndarray, np.ndarray]:
     return X, Q
 
 
-def _native_mva() -> bool:
-    try:
-        from tierscope import _native
-    except ImportError:
-        return False
-    return hasattr(_native, "mva_exact")
-
-
 def _exact(net: Network) -> tuple[np.ndarray, np.ndarray]:
-    if _native_mva():
-        from tierscope.qn import mva
-
-        sol = mva.solve(net)
-        return sol.throughput, sol.queue_length_ck
-    return _convolution(net)
+    sol = mva.solve(net)
+    return sol.throughput, sol.queue_length_ck
 
 
 # ---- model generators --------------------------------------------------------------------------
@@ -216,10 +204,6 @@ def test_schweitzer_solves_its_own_equations(net: Network) -> None:
 
 
 def test_exact_references_agree() -> None:
-    if not _native_mva():
-        pytest.skip("tierscope._native is not built: exact MVA unavailable (make build)")
-    from tierscope.qn import mva
-
     net = net_from(
         {
             "stations": [

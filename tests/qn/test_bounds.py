@@ -4,7 +4,7 @@ The published numbers are Tables IV and V of Casale, Muntz and Serazzi (IEEE Tra
 57(6), 2008) for D = (0.1, 0.1, 0.09, 0.08), as transcribed in the test blocks of the GNU Octave
 ``queueing`` package (``qncsgb.m`` for GB, ``qncspb.m`` for PB). The exact reference for the
 bracketing property is ``_mva``, a single-class convolution with multi-server stations written
-here (checked against ``tierscope.qn.mva`` when the native extension is built).
+here and checked against ``tierscope.qn.mva``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import net_from
 from tierscope.errors import InputError, UnsupportedModelError
-from tierscope.qn import bounds
+from tierscope.qn import bounds, mva
 from tierscope.qn.network import Network
 
 CASALE_D = {"s1": 0.1, "s2": 0.1, "s3": 0.09, "s4": 0.08}
@@ -181,13 +181,6 @@ def test_every_kind_brackets_exact_mva_with_multiserver_stations(net: Network) -
 
 
 def test_reference_matches_exact_mva() -> None:
-    try:
-        from tierscope import _native
-    except ImportError:
-        pytest.skip("tierscope._native is not built: exact MVA unavailable (make build)")
-    assert hasattr(_native, "mva_exact")
-    from tierscope.qn import mva
-
     net = _single(
         {"a": 0.3, "b": 0.5, "d": 2.0},
         Z=1.5,

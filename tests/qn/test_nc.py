@@ -57,20 +57,8 @@ def test_bolch_example_8_3_marginal_of_second_station() -> None:
         assert math.isclose(marg @ np.arange(7), sol.queue_length[k], rel_tol=1e-10)
 
 
-def test_jain_central_server_with_think_time() -> None:
-    net = net_from(
-        {
-            "stations": [{"name": "cpu"}, {"name": "a"}, {"name": "b"}],
-            "classes": [
-                {
-                    "name": "users",
-                    "population": 20,
-                    "think_time": 4,
-                    "demands": {"cpu": 2, "a": 3, "b": 1},
-                }
-            ],
-        }
-    )
+def test_jain_central_server_with_think_time(jain_central_server: Network) -> None:
+    net = jain_central_server
     sol = nc.solve(net)
     assert sol.throughput[0] == pytest.approx(0.33325, abs=5e-6)
     _assert_consistent(sol)

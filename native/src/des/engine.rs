@@ -733,6 +733,11 @@ impl Simulation {
         if rt > self.acc.rt_max[i] {
             self.acc.rt_max[i] = rt;
         }
+        self.trace_visit(job, k, status);
+    }
+
+    /// Appends the visit of `job` to station `k`, ending now, to the trace (if on).
+    fn trace_visit(&mut self, job: &Job, k: usize, status: Status) {
         if let Some(tr) = &mut self.trace {
             tr.push(
                 job.request,
@@ -988,17 +993,7 @@ impl Simulation {
             self.depart_instant(parent, c, k);
         } else {
             self.acc.drops[c * self.m + k] += 1.0;
-            if let Some(tr) = &mut self.trace {
-                tr.push(
-                    job.request,
-                    job.class,
-                    k as i64,
-                    job.arrival,
-                    job.start,
-                    self.now,
-                    status,
-                );
-            }
+            self.trace_visit(&job, k, status);
             self.lose(parent);
         }
     }

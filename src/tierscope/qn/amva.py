@@ -420,13 +420,7 @@ def _deviation_term(batch: _Batch, present: np.ndarray, F: np.ndarray) -> np.nda
 
 
 def _notes(net: Network, prep: _Prepared) -> list[str]:
-    notes = []
-    fcfs = net.fcfs_class_dependent()
-    if fcfs:
-        notes.append(
-            "FCFS stations with class-dependent service times are not product form; solved as PS: "
-            + ", ".join(fcfs)
-        )
+    notes = net.product_form_notes()
     if prep.ld.size:
         law = "normal" if prep.coef.shape[1] > EXACT_MARGINAL_LIMIT else "per-class binomial"
         notes.append(

@@ -46,7 +46,6 @@ from scipy.special import gammaln, xlogy
 from tierscope.errors import InputError, UnsupportedModelError
 from tierscope.qn.nc import _check_closed
 from tierscope.qn.network import Network
-from tierscope.qn.open import _fcfs_notes
 from tierscope.qn.result import Solution
 
 __all__ = ["DEFAULT_MAX_STATES", "JointDistribution", "joint_distribution", "solve", "state_count"]
@@ -386,4 +385,4 @@ def solve(
         for k, name in enumerate(net.station_names)
     }
     extra = {"marginals": marginals, "states": joint.n_states, "residual": joint.residual}
-    return Solution("ctmc", net, X, Q, notes=_fcfs_notes(net), extra=extra)
+    return Solution("ctmc", net, X, Q, notes=net.product_form_notes(), extra=extra)

@@ -18,7 +18,7 @@ import numpy as np
 from tierscope import _native
 from tierscope.errors import UnsupportedModelError
 from tierscope.qn.network import Network
-from tierscope.qn.open import _fcfs_notes, open_queue_lengths
+from tierscope.qn.open import open_queue_lengths
 from tierscope.qn.open import solve as solve_open
 from tierscope.qn.result import Solution
 
@@ -41,7 +41,7 @@ def solve(net: Network, *, marginals: bool = False) -> Solution:
         extra["marginals_head"] = {
             net.station_names[k]: p[k] for k in range(net.n_stations) if len(p[k])
         }
-    return Solution("exact-mva", net, X, Q, notes=_fcfs_notes(net), extra=extra)
+    return Solution("exact-mva", net, X, Q, notes=net.product_form_notes(), extra=extra)
 
 
 def _closed(
@@ -89,4 +89,4 @@ def _solve_mixed(net: Network) -> Solution:
     inflate = np.where(net.is_delay, 1.0, 1.0 + Q_closed)
     Q = Q + open_queue_lengths(net, lam, inflate)
     X = np.where(net.is_open, net.arrival_rate, X)
-    return Solution("mixed-mva", net, X, Q, notes=_fcfs_notes(net))
+    return Solution("mixed-mva", net, X, Q, notes=net.product_form_notes())

@@ -41,7 +41,6 @@ from scipy.special import gammaln, xlogy
 
 from tierscope.errors import InputError, UnsupportedModelError
 from tierscope.qn.network import Network
-from tierscope.qn.open import _fcfs_notes
 from tierscope.qn.result import Solution
 
 __all__ = ["DEFAULT_MAX_LATTICE", "log_normalizing_constant", "solve"]
@@ -343,4 +342,4 @@ def solve(net: Network, *, max_lattice: int = DEFAULT_MAX_LATTICE) -> Solution:
             lat.total, weights=p, minlength=lat.total_max + 1
         )
     extra = {"log_G": log_gn, "marginals": marginals}
-    return Solution("nc", net, X, Q, notes=_fcfs_notes(net), extra=extra)
+    return Solution("nc", net, X, Q, notes=net.product_form_notes(), extra=extra)

@@ -96,6 +96,16 @@ class Network:
                 "a model without " + "; ".join(self.simulation_only) + " (use the simulator)",
             )
 
+    def product_form_notes(self) -> list[str]:
+        """Notes on what product-form solvers had to assume about this network."""
+        bad = self.fcfs_class_dependent()
+        if not bad:
+            return []
+        return [
+            "FCFS stations with class-dependent service times are not product form; "
+            "solved as PS: " + ", ".join(bad)
+        ]
+
     def fcfs_class_dependent(self) -> list[str]:
         """FCFS queues whose mean service time differs between classes (not product form)."""
         out = []
@@ -115,7 +125,7 @@ class Network:
         M, C = len(names), len(model.classes)
         is_delay = np.array([s.type == "delay" for s in model.stations])
         servers = np.array([s.servers for s in model.stations], dtype=np.int64)
-        alpha = tuple(_alpha(s.servers, s.rates) for s in model.stations)
+        alpha = tuple(rate_multipliers(s.servers, s.rates) for s in model.stations)
         discipline = tuple("delay" if s.type == "delay" else s.discipline for s in model.stations)
         sim_only: list[str] = []
         for s in model.stations:
@@ -145,7 +155,8 @@ class Network:
         )
 
 
-def _alpha(servers: int, rates: list[float] | None) -> np.ndarray:
+def rate_multipliers(servers: int, rates: list[float] | None) -> np.ndarray:
+    """alpha(1..L) = min(j, m) * r(j) for a station with m servers and rates r."""
     r = np.asarray(rates if rates else [1.0], dtype=float)
     L = max(servers, r.size)
     j = np.arange(1, L + 1)

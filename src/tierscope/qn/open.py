@@ -50,7 +50,7 @@ def solve(net: Network) -> Solution:
             "method", "open", "only open classes (use 'exact' for closed or mixed models)"
         )
     Q = open_queue_lengths(net, net.arrival_rate, np.ones(net.n_stations))
-    notes = _fcfs_notes(net)
+    notes = net.product_form_notes()
     return Solution("open", net, net.arrival_rate.copy(), Q, notes=notes)
 
 
@@ -82,13 +82,3 @@ def open_queue_lengths(net: Network, lam: np.ndarray, inflate: np.ndarray) -> np
         mean, _ = ld_station_mean(float(rho[k]), net.alpha[k])
         Q[:, k] = mean * work[:, k] / rho[k] * inflate[k]
     return Q
-
-
-def _fcfs_notes(net: Network) -> list[str]:
-    bad = net.fcfs_class_dependent()
-    if not bad:
-        return []
-    return [
-        "FCFS stations with class-dependent service times are not product form; solved as PS: "
-        + ", ".join(bad)
-    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierscope.qn.network import _alpha
+from tierscope.qn.network import rate_multipliers
 from tierscope.spec.model import ClassSpec, Model, ServiceDist
 
 ZERO = {"dist": "det", "mean": 0.0}
@@ -36,7 +36,7 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
                 "kind": s.type,
                 "discipline": s.discipline,
                 "servers": s.servers,
-                "alpha": _alpha(s.servers, s.rates).tolist(),
+                "alpha": rate_multipliers(s.servers, s.rates).tolist(),
                 "capacity": s.capacity,
                 "on_full": s.on_full or "drop",
                 "retry": None

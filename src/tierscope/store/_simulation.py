@@ -25,35 +25,21 @@ def record_simulation(
     run_dir: str | os.PathLike[str],
     *,
     seed: int = 1,
-    precision: float = 0.03,
-    confidence: float = 0.99,
-    max_events: int = 20_000_000,
-    max_time: float | None = None,
-    replications: int = 1,
-    threads: int | None = None,
-    window: float | None = None,
     source: str | None = None,
+    **options: Any,
 ) -> SimResult:
     """Simulate ``model`` with per-request traces and write the run folder ``run_dir``.
 
-    Options are those of :func:`tierscope.sim.simulate`; ``source`` (e.g. the model file) is
-    recorded in ``run.json``. ``run_dir`` must be new or empty. Returns the summary. A run
-    refused for bad input before anything was measured leaves no folder behind.
+    ``options`` are those of :func:`tierscope.sim.simulate` (precision, max_time, window, ...);
+    ``source`` (e.g. the model file) is recorded in ``run.json``. ``run_dir`` must be new or
+    empty. Returns the summary. A run refused for bad input before anything was measured leaves
+    no folder behind.
     """
-    options: dict[str, Any] = {
-        "precision": precision,
-        "confidence": confidence,
-        "max_events": max_events,
-        "max_time": max_time,
-        "replications": replications,
-        "window": window,
-        "trace": True,
-        "source": source,
-    }
     spec = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     layout = trace.Layout.of(model)
     seen = {"now": 0.0, "chunks": 0}
-    run = RunWriter.create(run_dir, kind="simulation", spec=spec, seed=seed, options=options)
+    recorded = {**options, "trace": True, "source": source}
+    run = RunWriter.create(run_dir, kind="simulation", spec=spec, seed=seed, options=recorded)
 
     def on_chunk(rep: int, out: dict[str, Any]) -> None:
         seen["now"] = max(seen["now"], float(out["now"]))  # simulated, whatever is written
@@ -65,19 +51,7 @@ def record_simulation(
 
     with run:
         try:
-            result = simulate(
-                model,
-                seed=seed,
-                precision=precision,
-                confidence=confidence,
-                max_events=max_events,
-                max_time=max_time,
-                replications=replications,
-                threads=threads,
-                window=window,
-                trace=True,
-                on_chunk=on_chunk,
-            )
+            result = simulate(model, seed=seed, trace=True, on_chunk=on_chunk, **options)
         except BaseException as exc:
             if isinstance(exc, InputError) and seen["chunks"] == 0:
                 run.discard()  # refused before anything was measured: leave nothing behind
