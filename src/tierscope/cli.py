@@ -195,6 +195,78 @@ def usl(
     _emit(doc, as_json, lambda d: terminal.key_values(f"USL fit of {data.name}", _flat(d)))
 
 
+@app.command()
+def run(
+    spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="Experiment spec (YAML).")],
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Run folder to create (default: runs/NAME-TIMESTAMP)."),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="PATH=VALUE", help="Override a spec field (repeatable)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Deploy a system, sweep the load, monitor every tier at 50 ms, write the run folder."""
+    from tierscope.spec.experiment import load_experiment
+
+    spec, doc = load_experiment(spec_file, overrides or [])
+    _run_sweep(spec, doc, out_dir, str(spec_file), as_json)
+
+
+@app.command()
+def demo(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Four short levels (about a minute).")
+    ] = False,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Run folder (default: runs/demo-TIMESTAMP).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the embedded three-tier system across its saturation point and name the bottleneck."""
+    from tierscope.experiment import DEMO_SPEC, QUICK_OVERRIDES
+    from tierscope.spec.experiment import load_experiment
+
+    spec, doc = load_experiment(DEMO_SPEC, QUICK_OVERRIDES if quick else ())
+    _run_sweep(spec, doc, out_dir, "tierscope demo" + (" --quick" if quick else ""), as_json)
+
+
+def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as_json: bool):
+    import signal
+    import time
+
+    from tierscope.experiment import run_experiment
+    from tierscope.report import terminal
+    from tierscope.report.progress import ProgressView
+
+    if out_dir is None:
+        out_dir = Path("runs") / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    console = err if as_json else out
+    n_setups = max(1, len(spec.sweep.setups))
+    view = ProgressView(
+        console,
+        title=f"tierscope run {spec.name} → {out_dir}",
+        levels=len(spec.sweep.level_values),
+        setups=n_setups,
+        reps=spec.sweep.repetitions,
+    )
+    try:
+        with view:
+            summary = run_experiment(spec, doc, out_dir, source=source, progress=view)
+        console.print()
+    except KeyboardInterrupt:
+        err.print(f"interrupted: what was measured is kept in {out_dir} (partial)", markup=False)
+        raise
+    _emit(summary, as_json, terminal.run_summary)
+
+
 def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in doc.items() if not isinstance(v, dict | list)]
 

@@ -129,6 +129,12 @@ class RunWriter:
         self._finished.add(table)
         return final
 
+    def flush(self) -> None:
+        """Write every buffered row to disk now (e.g. after each completed sweep level), so a
+        killed run still has it."""
+        for table in list(self._buffers):
+            self._flush(table)
+
     def scan(self, table: str) -> pl.LazyFrame:
         """A lazy view of a finished table."""
         if table not in self._finished:

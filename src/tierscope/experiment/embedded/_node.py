@@ -1,0 +1,61 @@
+"""What every embedded tier process shares: its JSON config, costs, readiness and shutdown.
+
+A tier process is started as ``python -m tierscope.experiment.embedded.<tier> CONFIG.json``.
+The config names the files the runner reads (gauges, request log, ready file) and the tier's
+knobs; when the process listens, it writes ``{"port": N, "pid": P}`` to the ready file (the
+runner lets the kernel pick free ports, so a port in use never breaks a run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Configured extra work per request at this tier: CPU seconds and I/O bytes by interaction."""
+
+    cpu: dict[str, float]
+    io: dict[str, int]
+
+    def cpu_of(self, interaction: str) -> float:
+        return float(self.cpu.get(interaction, self.cpu.get("default", 0.0)))
+
+    def io_of(self, interaction: str) -> int:
+        return int(self.io.get(interaction, self.io.get("default", 0)))
+
+
+def load_config(argv: list[str] | None = None) -> dict[str, Any]:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.exit("usage: python -m tierscope.experiment.embedded.<tier> CONFIG.json")
+    return json.loads(Path(args[0]).read_text())
+
+
+def costs_of(cfg: dict[str, Any]) -> Costs:
+    return Costs(cpu=dict(cfg.get("cpu_cost") or {}), io=dict(cfg.get("io_cost") or {}))
+
+
+def announce(cfg: dict[str, Any], port: int) -> None:
+    """Tell the runner this process is ready (atomic write of the ready file)."""
+    path = Path(cfg["ready_file"])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"port": port, "pid": os.getpid()}))
+    os.replace(tmp, path)
+
+
+def exit_on_parent_death() -> None:
+    """Die with the runner even if it is SIGKILLed (Linux PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass

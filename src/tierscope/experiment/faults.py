@@ -1,0 +1,186 @@
+"""Scheduled ground-truth perturbations of a running system: stalls and competing CPU load.
+
+Design decisions:
+
+* A **stall** freezes every process of a node at once — SIGSTOP to each process in the node
+  (its cgroup, or its process group), SIGCONT at the end — which stops any server, ours or
+  nginx/PostgreSQL, exactly like a VM pause or a long GC: connections stay open, requests pile
+  up in socket backlogs and upstream queues. A **cpu_hog** starts busy processes inside the
+  node's cgroup, so they compete for the node's own CPU quota (an interfering co-located job).
+* The times written to ``events.parquet`` are the measured moments the signals were sent and
+  the hog started/stopped (CLOCK_MONOTONIC, converted to run time by the runner), not the
+  planned ones, so the ground truth is what really happened.
+* Whatever happens, a stalled node is continued and hogs are killed when the scheduler stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tierscope.experiment.cgroups import NodeCgroup
+from tierscope.spec.experiment import FaultSpec
+
+HOG_CODE = "import time\nwhile True:\n    pass\n"
+
+
+@dataclass
+class FaultTarget:
+    """A node a fault can act on."""
+
+    tier: str
+    node: str
+    replica: int
+    pids: Callable[[], list[int]]
+    cgroup: NodeCgroup | None
+
+
+@dataclass
+class Occurrence:
+    kind: str
+    tier: str
+    node: str
+    t_start: float  # monotonic
+    t_end: float
+    detail: dict[str, float | str]
+
+
+class FaultScheduler:
+    """Runs the faults of one level on a thread, from ``t0`` (monotonic) on."""
+
+    def __init__(self, faults: list[FaultSpec], targets: list[FaultTarget], horizon: float) -> None:
+        self.plan: list[tuple[float, float, FaultSpec, list[FaultTarget]]] = []
+        for f in faults:
+            hit = [
+                t
+                for t in targets
+                if t.tier == f.tier and (f.replica is None or t.replica == f.replica)
+            ]
+            for start, end in f.windows(horizon):
+                self.plan.append((start, end, f, hit))
+        self.plan.sort(key=lambda p: p[0])
+        self.done: list[Occurrence] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopped: list[FaultTarget] = []
+        self._hogs: list[subprocess.Popen[bytes]] = []
+        self._lock = threading.Lock()
+
+    def start(self, t0: float) -> FaultScheduler:
+        if self.plan:
+            self._thread = threading.Thread(
+                target=self._run, args=(t0,), name="tierscope-faults", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> list[Occurrence]:
+        """Cancel what has not happened, end what is happening; returns what happened."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        self._release_all()
+        return self.done
+
+    def _sleep_until(self, t: float) -> bool:
+        """False if stopped first."""
+        return not self._stop.wait(max(0.0, t - time.monotonic()))
+
+    def _run(self, t0: float) -> None:
+        # Occurrences may overlap (several faults): handle them as a merged timeline of actions.
+        actions: list[tuple[float, int, int]] = []  # (time, 0=begin/1=end, plan index)
+        for i, (start, end, _, _) in enumerate(self.plan):
+            actions.append((t0 + start, 0, i))
+            actions.append((t0 + end, 1, i))
+        actions.sort(key=lambda a: (a[0], -a[1]))
+        begun: dict[int, tuple[float, object]] = {}
+        for when, what, i in actions:
+            if not self._sleep_until(when):
+                break
+            _, _, spec, targets = self.plan[i]
+            if what == 0:
+                handle = self._begin(spec, targets)
+                begun[i] = (time.monotonic(), handle)  # after the signals went out
+            elif i in begun:
+                started, handle = begun.pop(i)
+                self._end(spec, targets, handle)
+                ended = time.monotonic()
+                for t in targets:
+                    self.done.append(
+                        Occurrence(spec.kind, t.tier, t.node, started, ended, self._detail(spec))
+                    )
+        # stopped early: close the occurrences that began
+        for i, (started, handle) in begun.items():
+            _, _, spec, targets = self.plan[i]
+            self._end(spec, targets, handle)
+            ended = time.monotonic()
+            for t in targets:
+                self.done.append(
+                    Occurrence(spec.kind, t.tier, t.node, started, ended, self._detail(spec))
+                )
+
+    @staticmethod
+    def _detail(spec: FaultSpec) -> dict[str, float | str]:
+        d: dict[str, float | str] = {"planned_duration": spec.duration}
+        if spec.kind == "cpu_hog":
+            d["cores"] = spec.cores
+        return d
+
+    def _begin(self, spec: FaultSpec, targets: list[FaultTarget]) -> object:
+        if spec.kind == "stall":
+            for t in targets:
+                _signal_all(t.pids(), signal.SIGSTOP)
+                with self._lock:
+                    self._stopped.append(t)
+            return None
+        hogs = []
+        for t in targets:
+            for _ in range(math.ceil(spec.cores)):
+                argv = [sys.executable, "-c", HOG_CODE]
+                cmd = t.cgroup.wrap(argv) if t.cgroup is not None else argv
+                p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
+                hogs.append(p)
+        with self._lock:
+            self._hogs.extend(hogs)
+        return hogs
+
+    def _end(self, spec: FaultSpec, targets: list[FaultTarget], handle: object) -> None:
+        if spec.kind == "stall":
+            for t in targets:
+                _signal_all(t.pids(), signal.SIGCONT)
+                with self._lock, contextlib.suppress(ValueError):
+                    self._stopped.remove(t)
+            return
+        for p in handle or []:  # type: ignore[attr-defined]
+            _kill(p)
+
+    def _release_all(self) -> None:
+        with self._lock:
+            stopped, self._stopped = self._stopped, []
+            hogs, self._hogs = self._hogs, []
+        for t in stopped:
+            _signal_all(t.pids(), signal.SIGCONT)
+        for p in hogs:
+            _kill(p)
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _kill(p: subprocess.Popen[bytes]) -> None:
+    if p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(2.0)

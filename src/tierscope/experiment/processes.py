@@ -1,0 +1,157 @@
+"""Starting, tracking and always stopping the processes of a run.
+
+Design decisions:
+
+* Every server is started in its **own session** (process group), and inside its node's cgroup
+  when there is one, so stopping it stops everything it forked (nginx workers, PostgreSQL
+  backends) — by process group and by cgroup membership.
+* A run never leaves processes behind, even when the runner is SIGKILLed: a small **reaper**
+  process (``python -m tierscope.experiment._reaper``) is started first, in a session of its own,
+  holding the read end of a pipe. It learns what to clean (process groups, cgroups, temporary
+  folders) from a state file the supervisor appends to *before* each resource is created; when
+  the pipe closes — normal end, crash or kill — it cleans whatever is still there. On a normal
+  end the supervisor has already stopped everything and the reaper finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from tierscope.errors import TierscopeError
+from tierscope.experiment.cgroups import NodeCgroup
+
+
+class StartError(TierscopeError):
+    """A server of the system under test did not start; the message quotes its log."""
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+class Supervisor:
+    """Owns every process and cgroup of a run and the reaper that guards them."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.state_file = workdir / "reaper.state"
+        self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._pipe: IO[bytes] | None = None
+
+    # ---- reaper ----------------------------------------------------------------------------
+    def start_reaper(self, *, extra: dict[str, Any] | None = None) -> None:
+        self._note({"dir": str(self.workdir), **(extra or {})})
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-m", "tierscope.experiment._reaper", str(self.state_file)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self._pipe = self._reaper.stdin
+
+    def _note(self, entry: dict[str, Any]) -> None:
+        with open(self.state_file, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def note_cgroup(self, node: NodeCgroup) -> None:
+        self._note({"cgroups": [str(p) for p in node.paths.values()]})
+
+    def note_paths(self, *paths: Path) -> None:
+        self._note({"cgroups": [str(p) for p in paths]})
+
+    # ---- processes -------------------------------------------------------------------------
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        node: NodeCgroup | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in its own session (and in ``node``); output goes to ``name.log``."""
+        log = self.workdir / f"{name}.log"
+        cmd = node.wrap(list(argv)) if node is not None else list(argv)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                env=env,
+                cwd=cwd,
+            )
+        self._note({"pgid": proc.pid})
+        self.procs.append((name, proc, log))
+        return proc
+
+    def wait_ready(
+        self, name: str, proc: subprocess.Popen[bytes], ready: Path, timeout_s: float = 20.0
+    ) -> dict[str, Any]:
+        """Wait for a process's ready file; StartError with its log if it dies or times out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ready.is_file():
+                with contextlib.suppress(ValueError):
+                    return dict(json.loads(ready.read_text()))
+            if proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        log = self.workdir / f"{name}.log"
+        why = "exited" if proc.poll() is not None else f"not ready after {timeout_s:g} s"
+        raise StartError(f"{name} {why}; its log ({log}):\n{_tail(log)}")
+
+    def check_alive(self) -> None:
+        """StartError naming the first server that died during the run."""
+        for name, proc, log in self.procs:
+            if proc.poll() is not None:
+                raise StartError(f"{name} exited with status {proc.returncode}:\n{_tail(log)}")
+
+    def stop_all(self, timeout_s: float = 5.0) -> None:
+        """SIGTERM every process group, then SIGKILL what is left."""
+        for _, proc, _ in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGCONT)  # a stalled server must wake to die
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for _, proc, _ in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        for _, proc, _ in self.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(1.0)
+        self.procs.clear()
+
+    def close(self) -> None:
+        """Normal end: everything is stopped; let the reaper check and exit."""
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                self._pipe.close()
+            self._pipe = None
+        if self._reaper is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._reaper.wait(10.0)
+            self._reaper = None

@@ -1,0 +1,115 @@
+"""The embedded system: a RUBBoS-like bulletin board in three tiers, each its own OS process.
+
+``db`` replicas (SQLite query servers) start first, then ``app`` replicas pointed at every db
+replica, then ``web`` replicas pointed at every app replica; the load generator is given every
+web replica. Each replica runs ``processes`` OS processes sharing one port (SO_REUSEPORT), by
+default as many as its CPU quota can keep busy, because one Python process uses at most one core.
+
+Default per-interaction costs make the database the bottleneck of the default topology with the
+quotas of ``examples/demo.yaml``; any tier can be made the bottleneck with ``cpu`` and ``cpu_cost``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from tierscope.experiment.cgroups import Hierarchy
+from tierscope.experiment.embedded.data import database_copy
+from tierscope.experiment.processes import Supervisor
+from tierscope.experiment.targets import CsvTail, Deployment, Node
+from tierscope.spec.experiment import SystemSpec, TierSpec
+
+#: Defaults per tier: knobs and the extra CPU seconds per request (by interaction).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "web": {"workers": 256, "cpu_cost": {"default": 0.0}},
+    "app": {"workers": 16, "db_pool": 8, "cpu_cost": {"default": 0.001, "static": 0.0}},
+    "db": {"workers": 64, "cpu_cost": {"default": 0.0015}, "io_cost": {"default": 0}},
+}
+WORKLOAD_FILE = Path(__file__).resolve().parents[1] / "embedded" / "workload.yaml"
+
+
+def tier_config(tier: str, spec: TierSpec) -> dict[str, Any]:
+    """The knobs a tier process gets: defaults, overridden by the spec."""
+    cfg = json.loads(json.dumps(DEFAULTS[tier]))
+    for key in ("workers", "connections", "db_pool", "queue_limit"):
+        value = getattr(spec, key)
+        if value is not None:
+            cfg[key] = value
+    for key in ("cpu_cost", "io_cost"):
+        value = getattr(spec, key)
+        if value:
+            cfg[key] = {**cfg.get(key, {}), **value}
+    return cfg
+
+
+def processes_for(spec: TierSpec) -> int:
+    if spec.processes is not None:
+        return spec.processes
+    return max(1, math.ceil(spec.cpu)) if spec.cpu is not None else 1
+
+
+def start_embedded(
+    system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+) -> Deployment:
+    nodes: list[Node] = []
+    endpoints: dict[str, list[tuple[str, int]]] = {}
+    for tier in ("db", "app", "web"):
+        spec = system.tier(tier)
+        endpoints[tier] = []
+        for r in range(1, system.replicas[tier] + 1):
+            name = f"{tier}-{r}"
+            cgroup = None
+            if hierarchy is not None:
+                cgroup = hierarchy.node(name)
+                supervisor.note_cgroup(cgroup)
+                cgroup.set_cpu(spec.cpu)
+                if spec.cpuset:
+                    cgroup.set_cpuset(spec.cpuset)
+                if spec.memory:
+                    cgroup.set_memory(spec.memory)
+            node = Node(tier=tier, name=name, replica=r, cgroup=cgroup, quota=spec.cpu)
+            cfg = tier_config(tier, spec)
+            if tier == "db":
+                cfg["database"] = str(database_copy(workdir / f"{name}.sqlite", seed=system.seed))
+            elif tier == "app":
+                cfg["db"] = endpoints["db"]
+            else:
+                cfg["app"] = endpoints["app"]
+            port = 0
+            for i in range(processes_for(spec)):
+                label = f"{name}.p{i}"
+                files = {
+                    "ready_file": workdir / f"{label}.ready",
+                    "gauges": workdir / f"{label}.gauges",
+                    "log": workdir / f"{label}.csv",
+                    "io_file": workdir / f"{label}.io",
+                }
+                proc_cfg = {**cfg, **{k: str(v) for k, v in files.items()}, "port": port}
+                cfg_file = workdir / f"{label}.json"
+                cfg_file.write_text(json.dumps(proc_cfg))
+                argv = [
+                    sys.executable,
+                    "-m",
+                    f"tierscope.experiment.embedded.{tier}",
+                    str(cfg_file),
+                ]
+                proc = supervisor.spawn(label, argv, node=cgroup)
+                port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
+                node.pgids.append(proc.pid)
+                node.gauges.append(files["gauges"])
+                node.request_sources.append(CsvTail(files["log"]))
+            endpoints[tier].append(("127.0.0.1", port))
+            nodes.append(node)
+    from tierscope.spec._load import load_yaml
+
+    return Deployment(
+        nodes=nodes,
+        entry_urls=[f"http://{h}:{p}" for h, p in endpoints["web"]],
+        workload=load_yaml(WORKLOAD_FILE),
+        stop=supervisor.stop_all,
+        facts={"endpoints": {t: [f"{h}:{p}" for h, p in e] for t, e in endpoints.items()}},
+    )

@@ -1,0 +1,386 @@
+"""Schema of the experiment spec (``tierscope run SPEC.yaml``) and its command-line overrides.
+
+Design decisions:
+
+* The documented field names (``system.kind``, ``system.topology``, ``system.tiers.<tier>.cpu``,
+  ``workload``, ``sweep.levels``, ``sweep.repetitions``, ``phases``, ``monitor.interval``,
+  ``faults``) are a contract; fields are added, never renamed.
+* ``--set path.to.field=value`` edits the *document* before validation (the value is read as
+  YAML, so ``0.15``, ``true`` and ``[10, 20]`` mean what they look like), so an override is checked
+  by exactly the same rules as the file and a wrong path is reported by its location.
+* Setups (named variants, ``sweep.setups``) are overrides too: each setup's spec is the base
+  document with its ``set`` applied, validated on its own, so a setup can change anything.
+* ``workload`` is kept as a document here and validated by the load generator's schema
+  (:mod:`tierscope.spec.workload`) after it is merged over the system's base workload.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tierscope.errors import SpecError
+from tierscope.spec._load import load_yaml
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+TIERS = ("web", "app", "db")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(value: Any) -> int:
+    """``268435456``, ``"256M"``, ``"1.5GiB"`` -> bytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(f"expected a size such as 256M or 1G, got {value!r}")
+    scale = 1024 ** " kmgt".index((m.group(2) or " ").lower())
+    return int(float(m.group(1)) * scale)
+
+
+class TierSpec(BaseModel):
+    """Resources and knobs of one tier; ``cpu``, ``cpuset`` and ``memory`` apply per replica."""
+
+    model_config = _STRICT
+
+    cpu: PositiveFloat | None = Field(None, description="cores per replica (cgroup CPU quota)")
+    cpuset: str | None = Field(None, description="CPUs the replica may run on, e.g. '1' or '0-1'")
+    memory: int | None = Field(None, description="memory limit per replica (bytes, or 256M, 1G)")
+    workers: PositiveInt | None = Field(None, description="worker threads / concurrent requests")
+    connections: PositiveInt | None = Field(
+        None, description="web: keep-alive connections to each app replica"
+    )
+    db_pool: PositiveInt | None = Field(
+        None, description="app: connection pool size to each database replica"
+    )
+    queue_limit: NonNegInt | None = Field(
+        None, description="requests in the tier beyond which it answers 503 (0: no limit)"
+    )
+    processes: PositiveInt | None = Field(
+        None, description="embedded: OS processes per replica (default: enough for the quota)"
+    )
+    cpu_cost: dict[str, NonNegFloat] | None = Field(
+        None, description="embedded: extra CPU seconds per request, by interaction or 'default'"
+    )
+    io_cost: dict[str, NonNegInt] | None = Field(
+        None, description="embedded: bytes written and fsynced per request, by interaction"
+    )
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return None if v is None else parse_bytes(v)
+
+    @field_validator("cpu_cost", "io_cost", mode="before")
+    @classmethod
+    def _scalar_is_default(cls, v: Any) -> Any:
+        return {"default": v} if isinstance(v, int | float) and not isinstance(v, bool) else v
+
+    @field_validator("cpuset")
+    @classmethod
+    def _cpuset(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", v.replace(" ", "")):
+            raise ValueError(f"expected CPUs such as '1' or '0-1,3', got {v!r}")
+        return v
+
+
+class SystemSpec(BaseModel):
+    model_config = _STRICT
+
+    kind: Literal["embedded", "webstack"] = "embedded"
+    topology: str = Field("1/1/1", description="replicas web/app/db, e.g. 1/2/1")
+    tiers: dict[Literal["web", "app", "db"], TierSpec] = Field(default_factory=dict)
+    seed: int = Field(1, description="seed of the database contents")
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, v: str) -> str:
+        parts = v.split("/")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+            raise ValueError(f"expected three replica counts web/app/db such as 1/2/1, got {v!r}")
+        return v
+
+    @property
+    def replicas(self) -> dict[str, int]:
+        return dict(zip(TIERS, (int(p) for p in self.topology.split("/")), strict=True))
+
+    def tier(self, name: str) -> TierSpec:
+        return self.tiers.get(name) or TierSpec()  # type: ignore[call-overload]
+
+    @model_validator(mode="after")
+    def _webstack_limits(self) -> SystemSpec:
+        if self.kind == "webstack" and self.replicas["db"] != 1:
+            raise ValueError("webstack runs one PostgreSQL server: topology must end in /1")
+        return self
+
+
+class LevelRange(BaseModel):
+    model_config = _STRICT
+
+    start: PositiveFloat
+    stop: PositiveFloat
+    step: PositiveFloat
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LevelRange:
+        if self.stop < self.start:
+            raise ValueError("stop must be >= start")
+        if (self.stop - self.start) / self.step > 10_000:
+            raise ValueError("more than 10,000 levels")
+        return self
+
+    def values(self) -> list[float]:
+        n = math.floor((self.stop - self.start) / self.step + 1e-9)
+        return [self.start + i * self.step for i in range(n + 1)]
+
+
+class SetupSpec(BaseModel):
+    model_config = _STRICT
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.+-]+$")]
+    set: dict[str, Any] = Field(default_factory=dict, description="overrides: path -> value")
+    plus_one_of: str | None = Field(
+        None, description="this setup is the '+1 node' companion of that setup (margin M)"
+    )
+
+
+class SweepSpec(BaseModel):
+    model_config = _STRICT
+
+    levels: list[PositiveFloat] | LevelRange
+    repetitions: PositiveInt = 1
+    setups: list[SetupSpec] = Field(default_factory=list)
+
+    @field_validator("levels")
+    @classmethod
+    def _non_empty(cls, v: Any) -> Any:
+        if isinstance(v, list) and not v:
+            raise ValueError("at least one level")
+        return v
+
+    @property
+    def level_values(self) -> list[float]:
+        return self.levels.values() if isinstance(self.levels, LevelRange) else list(self.levels)
+
+    @model_validator(mode="after")
+    def _setup_names(self) -> SweepSpec:
+        names = [s.name for s in self.setups]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"setup names must be unique: {', '.join(sorted(dup))}")
+        for s in self.setups:
+            if s.plus_one_of is not None and s.plus_one_of not in names:
+                raise ValueError(f"setup '{s.name}': plus_one_of names unknown setup")
+        return self
+
+
+class PhasesSpec(BaseModel):
+    model_config = _STRICT
+
+    ramp_up: NonNegFloat = 5.0
+    steady: PositiveFloat = 20.0
+    ramp_down: NonNegFloat = 2.0
+
+    @property
+    def total(self) -> float:
+        return self.ramp_up + self.steady + self.ramp_down
+
+
+class MonitorSpec(BaseModel):
+    model_config = _STRICT
+
+    interval: Annotated[float, Field(ge=0.005, le=60, allow_inf_nan=False)] = 0.05
+
+
+class FaultSpec(BaseModel):
+    """A scheduled ground-truth perturbation; times are seconds from the start of each level."""
+
+    model_config = _STRICT
+
+    kind: Literal["stall", "cpu_hog"]
+    tier: Literal["web", "app", "db"]
+    replica: PositiveInt | None = Field(None, description="1-based replica; default: all")
+    at: NonNegFloat = 0.0
+    duration: PositiveFloat
+    every: PositiveFloat | None = None
+    until: PositiveFloat | None = None
+    cores: PositiveFloat = Field(1.0, description="cpu_hog: cores the competing load tries to use")
+
+    @model_validator(mode="after")
+    def _period(self) -> FaultSpec:
+        if self.every is not None and self.every <= self.duration:
+            raise ValueError("every must be longer than duration")
+        return self
+
+    def windows(self, horizon: float) -> list[tuple[float, float]]:
+        """(start, end) of every occurrence that starts before ``horizon``."""
+        stop = min(horizon, self.until if self.until is not None else horizon)
+        out, t = [], self.at
+        while t < stop:
+            out.append((t, t + self.duration))
+            if self.every is None:
+                break
+            t += self.every
+        return out
+
+
+class ClientSpec(BaseModel):
+    """When the load generator counts as (nearly) the bottleneck."""
+
+    model_config = _STRICT
+
+    max_cpu: PositiveFloat = Field(0.8, description="generator cores above which it is suspect")
+    max_lag_s: PositiveFloat = Field(0.005, description="p99 timer lag above which it is suspect")
+
+
+class ExperimentSpec(BaseModel):
+    model_config = _STRICT
+
+    name: str = "experiment"
+    system: SystemSpec = Field(default_factory=SystemSpec)  # type: ignore[arg-type]
+    workload: dict[str, Any] = Field(default_factory=dict)
+    sweep: SweepSpec
+    phases: PhasesSpec = Field(default_factory=PhasesSpec)  # type: ignore[arg-type]
+    monitor: MonitorSpec = Field(default_factory=MonitorSpec)  # type: ignore[arg-type]
+    faults: list[FaultSpec] = Field(default_factory=list)
+    client: ClientSpec = Field(default_factory=ClientSpec)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _faults_fit_topology(self) -> ExperimentSpec:
+        for f in self.faults:
+            if f.replica is not None and f.replica > self.system.replicas[f.tier]:
+                raise ValueError(
+                    f"fault on {f.tier} replica {f.replica}: topology {self.system.topology} "
+                    f"has {self.system.replicas[f.tier]}"
+                )
+        return self
+
+    @property
+    def workload_mode(self) -> str:
+        return str(self.workload.get("mode", "closed"))
+
+
+# ---- overrides ---------------------------------------------------------------------------------
+def parse_override(text: str) -> tuple[str, Any]:
+    """``path.to.field=value`` -> (path, YAML-decoded value)."""
+    path, sep, raw = text.partition("=")
+    path = path.strip()
+    if not sep or not path or any(not p for p in path.split(".")):
+        raise SpecError("--set", [(text, "expected path.to.field=value")])
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return path, value
+
+
+def apply_override(doc: dict[str, Any], path: str, value: Any, *, source: str) -> None:
+    """Set ``path`` (dots; list items by index) in ``doc``, creating mappings on the way."""
+    keys = path.split(".")
+    node: Any = doc
+    for i, key in enumerate(keys):
+        last = i == len(keys) - 1
+        where = ".".join(keys[: i + 1])
+        if isinstance(node, list):
+            if not key.isdigit() or int(key) >= len(node):
+                raise SpecError(source, [(where, f"no item {key} (the list has {len(node)})")])
+            if last:
+                node[int(key)] = value
+            else:
+                node = node[int(key)]
+        elif isinstance(node, dict):
+            if last:
+                node[key] = value
+            else:
+                if node.get(key) is None:
+                    node[key] = {}
+                node = node[key]
+        else:
+            parent = ".".join(keys[:i]) or "<root>"
+            raise SpecError(
+                source, [(parent, f"is a value ({node!r}), not a section: cannot set {path}")]
+            )
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("list[constrained-float]", "LevelRange", "function-after[_size(), int]"):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def parse_experiment(doc: Any, *, source: str = "<spec>") -> ExperimentSpec:
+    try:
+        return ExperimentSpec.model_validate(doc)
+    except ValidationError as exc:
+        problems = [
+            (_format_loc(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()
+        ]
+        raise SpecError(source, problems) from None
+
+
+def load_experiment(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[ExperimentSpec, dict[str, Any]]:
+    """Read SPEC.yaml, apply ``--set`` overrides, validate; returns (spec, resolved document)."""
+    source = str(path)
+    doc = load_yaml(path)
+    if not isinstance(doc, dict):
+        raise SpecError(source, [("", "expected a mapping at the top level")])
+    for text in overrides:
+        key, value = parse_override(text)
+        apply_override(doc, key, value, source=f"{source} (--set {text})")
+    try:
+        spec = parse_experiment(doc, source=source)
+    except SpecError as exc:
+        if overrides:
+            exc.args = (exc.args[0] + "\n(after --set " + ", ".join(overrides) + ")",)
+        raise
+    return spec, doc
+
+
+def setup_specs(
+    spec: ExperimentSpec, doc: dict[str, Any], *, source: str
+) -> dict[str, ExperimentSpec]:
+    """Name -> spec of every setup (just ``s0`` when the sweep declares none)."""
+    if not spec.sweep.setups:
+        return {"s0": spec}
+    out: dict[str, ExperimentSpec] = {}
+    for i, setup in enumerate(spec.sweep.setups):
+        variant = copy.deepcopy(doc)
+        for key, value in setup.set.items():
+            apply_override(variant, key, value, source=f"{source} (sweep.setups[{i}].set)")
+        out[setup.name] = parse_experiment(variant, source=f"{source} (setup {setup.name})")
+    return out
+
+
+__all__ = [
+    "ExperimentSpec",
+    "FaultSpec",
+    "PhasesSpec",
+    "SetupSpec",
+    "SweepSpec",
+    "SystemSpec",
+    "TierSpec",
+    "apply_override",
+    "load_experiment",
+    "parse_experiment",
+    "parse_override",
+    "setup_specs",
+]
