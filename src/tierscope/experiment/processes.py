@@ -105,6 +105,20 @@ class Supervisor:
         self.procs.append((name, proc, log))
         return proc
 
+    def run_once(self, name: str, argv: Sequence[str], timeout_s: float = 120.0) -> None:
+        """Run a set-up command to completion (not a server); StartError with its log on failure."""
+        proc = self.spawn(name, argv)
+        self.procs = [p for p in self.procs if p[1] is not proc]
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            code = None
+        if code != 0:
+            log = self.workdir / f"{name}.log"
+            raise StartError(f"{name} failed ({code}); its log ({log}):\n{_tail(log)}")
+
     def wait_ready(
         self, name: str, proc: subprocess.Popen[bytes], ready: Path, timeout_s: float = 20.0
     ) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 from tierscope.experiment.embedded import _node
 from tierscope.experiment.embedded._http import Request, Response, start_server
 from tierscope.experiment.embedded._instrument import Gauges, RequestLog, burn, write_io
-from tierscope.experiment.embedded.data import QUERIES, SIZES
+from tierscope.experiment.embedded.data import QUERIES, SIZES, pg_sql
 
 
 class DbError(Exception):
@@ -86,6 +86,47 @@ class DbPool:
                 rows = self._call(i, data)
             return rows
         return self._call(next(self.turn) % len(self.replicas), data)
+
+
+class PgPool:
+    """The same interface over PostgreSQL (the webstack target), one psycopg connection per
+    pooled slot. PostgreSQL keeps no request log of ours, so the app records each query's time
+    as seen from here (``db_log``): the database tier's rows in a webstack run."""
+
+    def __init__(self, dsn: str, size: int, gauges: Gauges, log: RequestLog | None) -> None:
+        import psycopg
+
+        self.connect = lambda: psycopg.connect(dsn, autocommit=True)
+        self.error = psycopg.Error
+        self.pool: queue.LifoQueue = queue.LifoQueue()
+        for _ in range(size):
+            self.pool.put(None)
+        self.gauges = gauges
+        self.log = log
+
+    def query(self, rid: str, interaction: str, name: str, args: list[Any], share: float):
+        conn = self.pool.get()
+        self.gauges.add("pool_busy")
+        start = time.monotonic()
+        status = "ok"
+        try:
+            if conn is None:
+                conn = self.connect()
+            cur = conn.execute(pg_sql(name), args)
+            return [list(r) for r in cur.fetchall()] if cur.description else []
+        except self.error as exc:
+            status = "error"
+            if conn is not None and conn.closed:
+                conn = None
+            raise DbError(str(exc)) from exc
+        except OSError as exc:
+            status, conn = "error", None
+            raise DbError(str(exc)) from exc
+        finally:
+            if self.log is not None:
+                self.log.record(rid, interaction, start, time.monotonic(), status, name)
+            self.gauges.add("pool_busy", -1)
+            self.pool.put(conn)
 
 
 # ---- pages -----------------------------------------------------------------------------------
@@ -217,11 +258,20 @@ class App:
         self.cfg = cfg
         self.costs = _node.costs_of(cfg)
         self.workers = int(cfg.get("workers", 16))
-        replicas = [(h, int(p)) for h, p in cfg["db"]]
         pool = int(cfg.get("db_pool", 8))
-        self.gauges = Gauges(cfg["gauges"], workers=self.workers, pool_size=pool * len(replicas))
         self.log = RequestLog(cfg["log"])
-        self.db = DbPool(replicas, pool, self.gauges)
+        self.db_log: RequestLog | None = None
+        self.db: DbPool | PgPool
+        if "postgres" in cfg:
+            self.gauges = Gauges(cfg["gauges"], workers=self.workers, pool_size=pool)
+            self.db_log = RequestLog(cfg["db_log"]) if cfg.get("db_log") else None
+            self.db = PgPool(cfg["postgres"], pool, self.gauges, self.db_log)
+        else:
+            replicas = [(h, int(p)) for h, p in cfg["db"]]
+            self.gauges = Gauges(
+                cfg["gauges"], workers=self.workers, pool_size=pool * len(replicas)
+            )
+            self.db = DbPool(replicas, pool, self.gauges)
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="worker")
         self.queue_limit = int(cfg.get("queue_limit") or 0)
         self.in_tier = 0
@@ -281,6 +331,8 @@ async def _main(cfg: dict[str, Any]) -> None:
     await stop.wait()
     server.close()
     app.log.close()
+    if app.db_log is not None:
+        app.db_log.close()
 
 
 def main() -> None:

@@ -70,7 +70,7 @@ def process_group_members(pgids: list[int]) -> list[int]:
 
 
 class CsvTail:
-    """Reads the rows appended to a tier's CSV request log since the previous call."""
+    """Reads the rows appended to a tier's request log since the previous call."""
 
     SCHEMA: ClassVar[dict[str, pl.DataType]] = {
         "request_id": pl.String(),
@@ -81,25 +81,33 @@ class CsvTail:
         "detail": pl.String(),
     }
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, header: bool = True) -> None:
         self.path = path
         self.offset = 0
+        self.header = header
 
-    def __call__(self) -> pl.DataFrame:
+    def raw(self) -> bytes:
+        """The complete lines added since the last call (a partial last line waits)."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
                 data = fh.read()
         except FileNotFoundError:
-            return pl.DataFrame(schema=self.SCHEMA)
-        if self.offset == 0:  # skip the header line
+            return b""
+        if self.header and self.offset == 0:
             head = data.find(b"\n") + 1
             if head == 0:
-                return pl.DataFrame(schema=self.SCHEMA)
+                return b""
             data, self.offset = data[head:], head
-        cut = data.rfind(b"\n") + 1  # only whole lines; a partial line waits for the next call
+        cut = data.rfind(b"\n") + 1
         self.offset += cut
-        data = data[:cut]
+        return data[:cut]
+
+    def raw_lines(self) -> list[str]:
+        return self.raw().decode("utf-8", "replace").splitlines()
+
+    def __call__(self) -> pl.DataFrame:
+        data = self.raw()
         if not data:
             return pl.DataFrame(schema=self.SCHEMA)
         return pl.read_csv(

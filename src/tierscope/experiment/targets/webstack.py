@@ -1,0 +1,354 @@
+"""The webstack target: nginx → the bulletin board's app tier → PostgreSQL 15, from Debian.
+
+Everything runs from a temporary folder on kernel-chosen loopback ports, each server in its
+node's cgroup: PostgreSQL (``initdb`` + ``postgres`` in the foreground as the ``postgres``
+user, initdb refuses root), the app replicas (the embedded app tier with its PostgreSQL
+backend), and nginx (``daemon off``, load-balancing to the app replicas over keep-alive).
+
+Per-tier records: nginx's access log (``$msec``, ``$request_time``, ``$upstream_response_time``
+and the client's ``X-Request-Id``; its wall-clock times are converted to CLOCK_MONOTONIC with
+an offset measured at start), the app tier's own log, and for the database each query as timed
+by the app (PostgreSQL keeps no per-query log of ours). Gauges: the app's; nginx's
+``stub_status`` (requests being processed) and PostgreSQL's ``pg_stat_activity`` (active
+backends) and ``pg_stat_database`` (transactions, blocks read, tuples) sampled by the monitor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tierscope.errors import InputError
+from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
+from tierscope.experiment.processes import StartError, Supervisor
+from tierscope.experiment.targets import CsvTail, Deployment, Node
+from tierscope.experiment.targets.embedded import WORKLOAD_FILE, processes_for, tier_config
+from tierscope.spec.experiment import SystemSpec
+
+PG_BIN = Path(os.environ.get("TIERSCOPE_PG_BIN", "/usr/lib/postgresql/15/bin"))
+NGINX = os.environ.get("TIERSCOPE_NGINX", "/usr/sbin/nginx")
+INSTALL_HINT = "apt-get install -y nginx-light postgresql-15 (and pip install 'psycopg[binary]')"
+
+
+def missing_parts() -> list[str]:
+    """What the webstack needs and this host lacks (empty when it can run)."""
+    missing = []
+    if not Path(NGINX).is_file():
+        missing.append(f"nginx ({NGINX})")
+    if not (PG_BIN / "postgres").is_file():
+        missing.append(f"PostgreSQL 15 ({PG_BIN}/postgres)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing.append("the psycopg Python package")
+    return missing
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _node(hierarchy: Hierarchy | None, supervisor: Supervisor, name: str, spec: Any):
+    if hierarchy is None:
+        return None
+    cg = hierarchy.node(name)
+    supervisor.note_cgroup(cg)
+    cg.set_cpu(spec.cpu)
+    if spec.cpuset:
+        cg.set_cpuset(spec.cpuset)
+    if spec.memory:
+        cg.set_memory(spec.memory)
+    return cg
+
+
+def _check(system: SystemSpec) -> None:
+    for tier in ("web", "db"):
+        t = system.tier(tier)
+        for key in ("cpu_cost", "io_cost", "processes"):
+            if getattr(t, key) is not None:
+                raise InputError(
+                    f"system.tiers.{tier}.{key}",
+                    getattr(t, key),
+                    f"not set: in a webstack the {tier} tier is "
+                    f"{'nginx' if tier == 'web' else 'PostgreSQL'}, which has no such knob",
+                )
+    missing = missing_parts()
+    if missing:
+        raise InputError(
+            "system.kind", "webstack", f"a host with {', '.join(missing)} ({INSTALL_HINT})"
+        )
+
+
+def start_postgres(
+    workdir: Path, supervisor: Supervisor, cgroup: NodeCgroup | None, spec: Any
+) -> tuple[str, Any]:
+    """initdb + postgres in the foreground as user postgres; returns (dsn, process)."""
+    data = workdir / "pg"
+    data.mkdir()
+    # The run's temporary folder is private (0700); the postgres user must be able to enter it.
+    for parent in (workdir.parent, workdir):
+        parent.chmod(parent.stat().st_mode | 0o011)
+    shutil.chown(data, "postgres", "postgres")
+    runas = ["runuser", "-u", "postgres", "--"]
+    initdb = [str(PG_BIN / "initdb"), "-D", str(data / "data"), "-U", "postgres"]
+    supervisor.run_once("pg-initdb", [*runas, *initdb, "--auth=trust", "-E", "UTF8", "--no-sync"])
+    workers = spec.workers or 100
+    for port_try in range(5):
+        port = _free_port()
+        argv = [
+            *runas,
+            str(PG_BIN / "postgres"),
+            "-D",
+            str(data / "data"),
+            "-p",
+            str(port),
+            "-k",
+            str(data),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"max_connections={workers + 10}",
+            "-c",
+            "shared_buffers=64MB",
+            "-c",
+            "fsync=on",
+            "-c",
+            "synchronous_commit=on",
+        ]
+        proc = supervisor.spawn(f"db-1.try{port_try}", argv, node=cgroup)
+        dsn = f"host=127.0.0.1 port={port} dbname=postgres user=postgres"
+        if _wait_pg(dsn, proc):
+            return dsn, proc
+    raise StartError(f"PostgreSQL did not start; see {workdir}/db-1.try*.log")
+
+
+def _wait_pg(dsn: str, proc: Any, timeout_s: float = 30.0) -> bool:
+    import psycopg
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with psycopg.connect(dsn, connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            time.sleep(0.05)
+    return False
+
+
+class PgActivity:
+    """Per-tick PostgreSQL gauges for the monitor (one autocommit connection)."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.prev: tuple[float, float, float, float] | None = None
+
+    def __call__(self) -> dict[str, float]:
+        row = self.conn.execute(
+            "SELECT (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'), "
+            "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'), "
+            "sum(xact_commit), sum(blks_read), sum(tup_returned) FROM pg_stat_database"
+        ).fetchone()
+        active, conns, xacts, blks, tups = (float(x or 0) for x in row)
+        now = time.monotonic()
+        out = {"queue_length": active, "active_workers": active, "connections": conns}
+        if self.prev is not None:
+            dt = now - self.prev[0]
+            out["xact_commit_s"] = (xacts - self.prev[1]) / dt
+            out["blks_read_s"] = (blks - self.prev[2]) / dt
+            out["tup_returned_s"] = (tups - self.prev[3]) / dt
+        self.prev = (now, xacts, blks, tups)
+        return out
+
+
+NGINX_CONF = """
+worker_processes {workers};
+user root;
+error_log {dir}/nginx-error.log warn;
+pid {dir}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    client_body_temp_path {dir}/nginx-tmp;
+    proxy_temp_path {dir}/nginx-tmp;
+    log_format tierscope '$http_x_request_id,$request_method,$uri,$msec,$request_time,'
+                         '$upstream_response_time,$status';
+    access_log {dir}/nginx-access.log tierscope buffer=64k flush=200ms;
+    upstream app {{
+        least_conn;
+{servers}
+        keepalive {keepalive};
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location = /nginx_status {{ stub_status; access_log off; }}
+        location /static/ {{ root {dir}/www; }}
+        location / {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Request-Id $http_x_request_id;
+        }}
+    }}
+}}
+"""
+
+
+class NginxLog:
+    """The rows nginx appended to its access log, as request records (monotonic seconds)."""
+
+    def __init__(self, path: Path, epoch_to_monotonic: float) -> None:
+        self.tail = CsvTail(path, header=False)
+        self.offset = epoch_to_monotonic
+
+    def __call__(self) -> pl.DataFrame:
+        raw = self.tail.raw_lines()
+        rows = []
+        for line in raw:
+            parts = line.split(",")
+            if len(parts) != 7:
+                continue
+            rid, method, uri, msec, rtime, _upstream, status = parts
+            with contextlib.suppress(ValueError):
+                end = float(msec) + self.offset
+                rows.append(
+                    (
+                        rid,
+                        _interaction(method, uri),
+                        end - float(rtime),
+                        end,
+                        "ok" if int(status) < 400 else status,
+                        "",
+                    )
+                )
+        return pl.DataFrame(rows, schema=CsvTail.SCHEMA, orient="row")
+
+
+def _interaction(method: str, uri: str) -> str:
+    from tierscope.experiment.embedded.web import interaction_of
+
+    return interaction_of(method, uri)
+
+
+class NginxStatus:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __call__(self) -> dict[str, float]:
+        with urllib.request.urlopen(self.url, timeout=1) as resp:
+            text = resp.read().decode()
+        lines = text.splitlines()
+        active = float(lines[0].split(":")[1])
+        _reading, wr, wait = (float(x) for x in lines[3].split()[1::2])
+        # "writing" includes this status request itself.
+        return {"queue_length": max(0.0, wr - 1), "connections": active, "idle_connections": wait}
+
+
+def start_webstack(
+    system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+) -> Deployment:
+    _check(system)
+    from tierscope.experiment.embedded.data import seed_postgres
+
+    nodes: list[Node] = []
+    db_spec = system.tier("db")
+    db_cg = _node(hierarchy, supervisor, "db-1", db_spec)
+    dsn, pg = start_postgres(workdir, supervisor, db_cg, db_spec)
+    seed_postgres(dsn, seed=system.seed)
+    db = Node("db", "db-1", 1, db_cg, db_spec.cpu, pgids=[pg.pid])
+    db.extra_metrics = PgActivity(dsn)
+    nodes.append(db)
+
+    app_spec = system.tier("app")
+    app_endpoints = []
+    for r in range(1, system.replicas["app"] + 1):
+        name = f"app-{r}"
+        cg = _node(hierarchy, supervisor, name, app_spec)
+        node = Node("app", name, r, cg, app_spec.cpu)
+        cfg = tier_config("app", app_spec)
+        cfg["postgres"] = dsn
+        port = 0
+        for i in range(processes_for(app_spec)):
+            label = f"{name}.p{i}"
+            files = {
+                "ready_file": workdir / f"{label}.ready",
+                "gauges": workdir / f"{label}.gauges",
+                "log": workdir / f"{label}.csv",
+                "db_log": workdir / f"{label}.db.csv",
+                "io_file": workdir / f"{label}.io",
+            }
+            pcfg = {**cfg, **{k: str(v) for k, v in files.items()}, "port": port}
+            cfg_file = workdir / f"{label}.json"
+            cfg_file.write_text(json.dumps(pcfg))
+            argv = [sys.executable, "-m", "tierscope.experiment.embedded.app", str(cfg_file)]
+            proc = supervisor.spawn(label, argv, node=cg)
+            port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
+            node.pgids.append(proc.pid)
+            node.gauges.append(files["gauges"])
+            node.request_sources.append(CsvTail(files["log"]))
+            db.request_sources.append(CsvTail(files["db_log"]))
+        app_endpoints.append(port)
+        nodes.append(node)
+
+    web_spec = system.tier("web")
+    www = workdir / "www" / "static"
+    www.mkdir(parents=True)
+    (www / "logo.png").write_bytes(bytes(range(256)) * 16)
+    (workdir / "nginx-tmp").mkdir()
+    web_cg = _node(hierarchy, supervisor, "web-1", web_spec)
+    epoch_to_monotonic = time.monotonic() - time.time()
+    for attempt in range(5):
+        port = _free_port()
+        conf = workdir / "nginx.conf"
+        conf.write_text(
+            NGINX_CONF.format(
+                workers=max(1, int(web_spec.processes or round(web_spec.cpu or 1) or 1)),
+                dir=workdir,
+                port=port,
+                servers="\n".join(f"        server 127.0.0.1:{p};" for p in app_endpoints),
+                keepalive=web_spec.connections or 64,
+            )
+        )
+        nginx = supervisor.spawn(
+            f"web-1.try{attempt}", [NGINX, "-c", str(conf), "-g", "daemon off;"], node=web_cg
+        )
+        if _wait_http(f"http://127.0.0.1:{port}/nginx_status", nginx):
+            break
+    else:
+        raise StartError(f"nginx did not start; see {workdir}/nginx-error.log")
+    web = Node("web", "web-1", 1, web_cg, web_spec.cpu, pgids=[nginx.pid])
+    web.request_sources.append(NginxLog(workdir / "nginx-access.log", epoch_to_monotonic))
+    web.extra_metrics = NginxStatus(f"http://127.0.0.1:{port}/nginx_status")
+    nodes.insert(0, web)
+
+    from tierscope.spec._load import load_yaml
+
+    return Deployment(
+        nodes=nodes,
+        entry_urls=[f"http://127.0.0.1:{port}"],
+        workload=load_yaml(WORKLOAD_FILE),
+        stop=supervisor.stop_all,
+        facts={"nginx": f"127.0.0.1:{port}", "postgres": dsn, "app": app_endpoints},
+    )
+
+
+def _wait_http(url: str, proc: Any, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1):
+            return True
+        time.sleep(0.02)
+    return False
