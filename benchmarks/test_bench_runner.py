@@ -191,9 +191,8 @@ def test_embedded_capacity_per_tier_core(record: Recorder) -> None:
         ):
             box: dict[str, str] = {}
 
-            def drive() -> None:
-                p = wrk_run(dep.entry_urls[0] + path, conns, 8)
-                box["out"] = p.communicate()[0]
+            def drive(url: str = dep.entry_urls[0] + path, c: int = conns, b: dict = box) -> None:
+                b["out"] = wrk_run(url, c, 8).communicate()[0]
 
             cores = _tier_cores(dep, drive)
             m = re.search(r"Requests/sec:\s+([\d.]+)", box["out"])
