@@ -1,0 +1,216 @@
+"""The runner end to end on real processes: planted bottlenecks and stalls come out of the store,
+Little's law holds per tier, a killed run leaves a readable partial store and no processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from tierscope.cli import main
+from tierscope.experiment import run_experiment
+from tierscope.spec.experiment import parse_experiment
+from tierscope.store import read_run
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def spec_doc(**patch: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": "t",
+        "system": {"kind": "embedded", "topology": "1/1/1", "tiers": {}},
+        "workload": {
+            "mode": "closed",
+            "think_time": {"dist": "exp", "mean": 0.3},
+            "mix": "browse-only",
+        },
+        "sweep": {"levels": [60], "repetitions": 1},
+        "phases": {"ramp_up": 2, "steady": 6, "ramp_down": 0.5},
+        "monitor": {"interval": 0.05},
+    }
+    for key, value in patch.items():
+        doc[key] = value
+    return doc
+
+
+def run(tmp_path: Path, doc: dict[str, Any], name: str = "run") -> Path:
+    out = tmp_path / name
+    summary = run_experiment(parse_experiment(doc), doc, out)
+    assert summary["status"] == "complete"
+    return out
+
+
+def steady_means(out: Path) -> pl.DataFrame:
+    """Per tier and metric, the steady-window mean (from metrics.parquet and the phase events)."""
+    r = read_run(out)
+    steady = r.events.filter(pl.col("kind") == "phase", pl.col("detail").str.contains('"steady"'))
+    a, b = steady["t_start"][0], steady["t_end"][0]
+    m = r.metrics.filter(pl.col("t").is_between(a, b))
+    return m.group_by("tier", "metric").agg(pl.col("value").mean())
+
+
+def util(means: pl.DataFrame, tier: str) -> float:
+    return float(means.filter(pl.col("tier") == tier, pl.col("metric") == "cpu_util")["value"][0])
+
+
+@pytest.mark.parametrize(
+    ("capped", "tiers"),
+    [
+        ("db", {"web": {"cpu": 0.6}, "app": {"cpu": 0.8}, "db": {"cpu": 0.15}}),
+        (
+            "app",
+            {"web": {"cpu": 0.6}, "app": {"cpu": 0.15, "cpu_cost": 0.0015}, "db": {"cpu": 0.8}},
+        ),
+    ],
+)
+def test_capped_tier_runs_at_its_quota(tmp_path: Path, capped: str, tiers: dict) -> None:
+    doc = spec_doc(system={"kind": "embedded", "topology": "1/1/1", "tiers": tiers})
+    means = steady_means(run(tmp_path, doc))
+    assert util(means, capped) > 0.9, means
+    for other in {"web", "app", "db"} - {capped}:
+        assert util(means, other) < 0.6, (other, means)
+    throttled = means.filter(pl.col("tier") == capped, pl.col("metric") == "cpu_throttled_ratio")
+    assert float(throttled["value"][0]) > 0.5
+
+
+def test_little_law_per_tier_and_stalls_as_ground_truth(tmp_path: Path) -> None:
+    doc = spec_doc(
+        system={"kind": "embedded", "topology": "1/1/1", "tiers": {"app": {"cpu": 0.6}}},
+        sweep={"levels": [30], "repetitions": 1},
+        phases={"ramp_up": 1, "steady": 9, "ramp_down": 0.5},
+        faults=[{"kind": "stall", "tier": "app", "at": 2.5, "duration": 0.3, "every": 2.5}],
+    )
+    out = run(tmp_path, doc)
+    r = read_run(out)
+    stalls = r.events.filter(pl.col("kind") == "stall")
+    assert stalls.height == 3
+    assert np.allclose(np.diff(stalls["t_start"].to_numpy()), 2.5, atol=0.05)
+    assert np.allclose((stalls["t_end"] - stalls["t_start"]).to_numpy(), 0.3, atol=0.05)
+    q = r.metrics.filter(pl.col("metric") == "queue_length")
+    for t0 in stalls["t_start"]:
+        # The web tier (upstream of the frozen app) holds the requests that arrive meanwhile.
+        during = q.filter(pl.col("tier") == "web", pl.col("t").is_between(t0, t0 + 0.35))
+        before = q.filter(pl.col("tier") == "web", pl.col("t").is_between(t0 - 1.0, t0))
+        assert during["value"].max() >= 4 * max(1.0, before["value"].mean()), (t0, during)
+    # Little's law per tier over the steady window: the gauges' mean number in the tier equals
+    # the area under the tier's request records divided by the window.
+    steady = r.events.filter(pl.col("kind") == "phase", pl.col("detail").str.contains('"steady"'))
+    a, b = steady["t_start"][0], steady["t_end"][0]
+    for tier in ("web", "app", "db"):
+        gauge = q.filter(pl.col("tier") == tier, pl.col("t").is_between(a, b))["value"].mean()
+        rec = r.requests.filter(pl.col("tier") == tier)
+        area = (np.minimum(rec["end"].to_numpy(), b) - np.maximum(rec["start"].to_numpy(), a)).clip(
+            0
+        )
+        assert gauge == pytest.approx(area.sum() / (b - a), rel=0.15, abs=0.05), tier
+
+
+def test_points_client_metrics_and_warnings(tmp_path: Path) -> None:
+    doc = spec_doc(
+        sweep={"levels": [5, 20], "repetitions": 1},
+        phases={"ramp_up": 1, "steady": 3, "ramp_down": 0.2},
+        client={"max_cpu": 0.000001, "max_lag_s": 0.005},
+    )
+    out = tmp_path / "run"
+    summary = run_experiment(parse_experiment(doc), doc, out)
+    points = read_run(out).points
+    assert points["level"].to_list() == [5.0, 20.0]
+    # Closed loop with 0.3 s think time: X = N / (Z + R) with R small.
+    for row in points.iter_rows(named=True):
+        assert row["throughput"] == pytest.approx(row["level"] / (0.3 + row["rt_mean"]), rel=0.3)
+        assert row["client.cpu_cores"] > 0
+    assert any("load generator used" in w for w in summary["warnings"])
+    m = read_run(out).metrics.filter(pl.col("tier") == "client")
+    assert set(m["metric"].unique()) >= {"cpu_cores", "lag_s"}
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "complete" and info["summary"]["warnings"]
+
+
+def test_killed_runner_leaves_partial_store_and_no_processes(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    doc = spec_doc(
+        sweep={"levels": [5, 10, 15, 20], "repetitions": 1},
+        phases={"ramp_up": 0.5, "steady": 2, "ramp_down": 0.2},
+    )
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tierscope.cli", "run", str(spec), "--out", str(out), "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # Kill it hard in the middle of the third level.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        parts = list((out / ".parts" / "points").glob("part-*.parquet")) if out.exists() else []
+        if len(parts) >= 2:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(1.5)  # the reaper's turn
+    left = subprocess.run(
+        ["pgrep", "-f", "tierscope.experiment.embedded"], capture_output=True, text=True
+    ).stdout.split()
+    assert left == [], f"processes left behind: {left}"
+    r = read_run(out)
+    assert r.status == "partial"
+    assert r.points is not None and r.points["level"].to_list()[:2] == [5.0, 10.0]
+    cg = (
+        [p for p in Path("/sys/fs/cgroup/cpu").glob("tierscope-*")]
+        if Path("/sys/fs/cgroup/cpu").is_dir()
+        else []
+    )
+    assert not [p for p in cg if not p.name.startswith("tierscope-test")], cg
+
+
+def test_interrupted_runner_closes_partial(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    doc = spec_doc(
+        sweep={"levels": [5, 10, 15], "repetitions": 1},
+        phases={"ramp_up": 0.5, "steady": 2, "ramp_down": 0.2},
+    )
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tierscope.cli", "run", str(spec), "--out", str(out), "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list((out / ".parts" / "points").glob("*.parquet")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "partial"
+    assert read_run(out).points["level"].to_list()[0] == 5.0
+    assert b"partial" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--set", "system.tiers.cache.cpu=1"], "system.tiers.cache"),
+        (["--set", "system.tiers.db.cpu=-1"], "system.tiers.db.cpu"),
+        (["--set", "sweep.levels.9=1"], "sweep.levels"),
+    ],
+)
+def test_spec_errors_exit_2(tmp_path: Path, capsys, args: list[str], field: str) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc()))
+    assert main(["run", str(spec), "--out", str(tmp_path / "o"), *args]) == 2
+    assert field in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
