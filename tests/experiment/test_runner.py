@@ -114,25 +114,39 @@ def test_little_law_per_tier_and_stalls_as_ground_truth(tmp_path: Path) -> None:
         assert gauge == pytest.approx(area.sum() / (b - a), rel=0.15, abs=0.05), tier
 
 
-def test_points_client_metrics_and_warnings(tmp_path: Path) -> None:
+def test_points_and_client_metrics(tmp_path: Path) -> None:
     doc = spec_doc(
         sweep={"levels": [5, 20], "repetitions": 1},
         phases={"ramp_up": 1, "steady": 3, "ramp_down": 0.2},
-        client={"max_cpu": 0.000001, "max_lag_s": 0.005},
     )
-    out = tmp_path / "run"
-    summary = run_experiment(parse_experiment(doc), doc, out)
-    points = read_run(out).points
-    assert points["level"].to_list() == [5.0, 20.0]
-    # Closed loop with 0.3 s think time: X = N / (Z + R) with R small.
-    for row in points.iter_rows(named=True):
-        assert row["throughput"] == pytest.approx(row["level"] / (0.3 + row["rt_mean"]), rel=0.3)
+    out = run(tmp_path, doc)
+    r = read_run(out)
+    assert r.points["level"].to_list() == [5.0, 20.0]
+    # Closed loop with 0.3 s think time: X = N / (Z + R) (the interactive response-time law).
+    for row in r.points.iter_rows(named=True):
+        assert row["throughput"] == pytest.approx(row["level"] / (0.3 + row["rt_mean"]), rel=0.25)
         assert row["client.cpu_cores"] > 0
-    assert any("load generator used" in w for w in summary["warnings"])
-    m = read_run(out).metrics.filter(pl.col("tier") == "client")
-    assert set(m["metric"].unique()) >= {"cpu_cores", "lag_s"}
-    info = json.loads((out / "run.json").read_text())
-    assert info["status"] == "complete" and info["summary"]["warnings"]
+        assert row["client.bottleneck"] == 0.0
+    m = r.metrics.filter(pl.col("tier") == "client")
+    assert {"cpu_cores", "timer_lag_max_s"} <= set(m["metric"].unique())
+    # Requests carry ids unique across the run and are joined across tiers by them.
+    client = r.requests.filter(pl.col("tier") == "client")
+    assert client["request_id"].n_unique() == client.height
+    web = r.requests.filter(pl.col("tier") == "web")
+    assert web.join(client, on="request_id").height == web.height
+
+
+def test_client_warnings_follow_the_generators_verdict() -> None:
+    from tierscope.experiment.runner import client_warnings
+
+    assert client_warnings({"client_near_bottleneck": False}, "s0", 10) == []
+    summary = {
+        "client_bottleneck": True,
+        "client_near_bottleneck": True,
+        "client_bottleneck_why": ["timers fired late: p99 lateness 12.00 ms"],
+    }
+    (w,) = client_warnings(summary, "s0", 10)
+    assert "was the bottleneck" in w and "12.00 ms" in w
 
 
 def test_killed_runner_leaves_partial_store_and_no_processes(tmp_path: Path) -> None:

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -294,13 +293,11 @@ class Monitor:
         t0: float,
         nodes: list[NodeProbe],
         *,
-        client: Callable[[], dict[str, float] | None] | None = None,
         host: bool = True,
     ) -> None:
         self.interval = interval
         self.t0 = t0
         self.states = [_NodeState(n) for n in nodes]
-        self.client = client
         self.host = _Host() if host else None
         self._rows: list[tuple[float, str, str, str, float]] = []
         self._lock = threading.Lock()
@@ -356,7 +353,6 @@ class Monitor:
                 st.refresh(now)
             samples = [st.sample() for st in self.states]
             host_cur = self.host.sample() if self.host else None
-            client = self.client() if self.client else None
             t = time.monotonic()
             rows: list[tuple[float, str, str, str, float]] = []
             if prev_t is not None:
@@ -375,9 +371,6 @@ class Monitor:
                     hm = self.host.metrics(host_prev, host_cur, dt)  # type: ignore[union-attr]
                     rows.extend((rel, "host", "host", k, v) for k, v in hm.items())
                     self.latest[("host", "host")] = hm
-                if client:
-                    rows.extend((rel, "client", "client", k, float(v)) for k, v in client.items())
-                    self.latest[("client", "client")] = dict(client)
             for st, cur in zip(self.states, samples, strict=True):
                 st.prev = cur
             host_prev = host_cur
@@ -396,8 +389,3 @@ class Monitor:
                 next_tick += missed * self.interval
                 delay = next_tick - time.monotonic()
             self._stop.wait(max(0.0, delay))
-
-
-def samples_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    """Client samples handed over as dicts -> long rows (helper for the runner)."""
-    return pl.DataFrame(rows) if rows else pl.DataFrame()
