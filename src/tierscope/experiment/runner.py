@@ -148,7 +148,7 @@ class Runner:
         supervisor: Supervisor,
         hierarchy: Hierarchy | None,
     ) -> None:
-        from tierscope.spec.workload import parse_workload
+        from tierscope.spec.workload import merge_workload, parse_workload
 
         self.progress({"event": "deploy", "setup": name})
         t_deploy = time.monotonic()
@@ -156,7 +156,7 @@ class Runner:
         deployed = [(t_deploy, time.monotonic(), "deploy", "", {"setup": name, **deployment.facts})]
         writer.append("events", events_frame(deployed, self.t0))
         workload = parse_workload(
-            merged_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
+            merge_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
         )
         probes = [
             NodeProbe(
@@ -334,18 +334,6 @@ class LevelRun:
 
 
 # ---- table conversion ----------------------------------------------------------------------------
-def merged_workload(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """The system's base workload with the spec's ``workload`` section merged over it
-    (mappings merge key by key; ``think_time`` and lists are replaced as a whole)."""
-    out = json.loads(json.dumps(base))
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "think_time":
-            out[key] = merged_workload(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def events_frame(
     rows: Iterable[tuple[float, float, str, str, dict[str, Any]]], t0: float
 ) -> pl.DataFrame:
