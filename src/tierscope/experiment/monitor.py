@@ -96,6 +96,7 @@ class _NodeState:
         self.refreshed = -1e9
         self.gauges = [GaugeReader(p) for p in probe.gauges]
         self.prev: dict[str, float] | None = None
+        self.throttled_ratio = 0.0
         self.task_prev: dict[int, tuple[int, int, int]] = {}
         self.io_prev: dict[int, tuple[int, int]] = {}
         self.cpu_prev: dict[int, int] = {}
@@ -229,9 +230,10 @@ def node_metrics(prev: dict[str, float], cur: dict[str, float], dt: float, quota
     m["cpu_util"] = cores / (quota if quota else HOST_CORES)
     if "periods" in cur:
         periods = cur["periods"] - prev["periods"]
-        m["cpu_throttled_ratio"] = (
-            (cur["throttled"] - prev["throttled"]) / periods if periods > 0 else 0.0
-        )
+        # CFS periods (100 ms) are longer than a 50 ms tick: a tick in which no period ended
+        # says nothing new, so it gets no ratio and the caller holds the last one.
+        if periods > 0:
+            m["cpu_throttled_ratio"] = (cur["throttled"] - prev["throttled"]) / periods
         m["cpu_throttled_s"] = max(0.0, cur["throttled_ns"] - prev["throttled_ns"]) / 1e9 / dt
     m["cpu_wait"] = cur["d_wait_ns"] / 1e9 / dt
     m["ctx_switches_s"] = cur["d_slices"] / dt
@@ -362,6 +364,11 @@ class Monitor:
                     if st.prev is None:
                         continue
                     m = node_metrics(st.prev, cur, dt, st.p.quota_cores)
+                    if "periods" in cur:
+                        if "cpu_throttled_ratio" in m:
+                            st.throttled_ratio = m["cpu_throttled_ratio"]
+                        else:
+                            m["cpu_throttled_ratio"] = st.throttled_ratio
                     if st.p.extra is not None:
                         with contextlib.suppress(Exception):
                             m.update(st.p.extra())
