@@ -231,6 +231,8 @@ class LevelRun:
         self.deployment, self.monitor, self.writer = deployment, monitor, writer
         self.t0 = runner.t0
         self.tag = (setup, level, rep)
+        self.client = pl.DataFrame()
+        self.metrics = pl.DataFrame()
 
     def run(self, workload: Any, *, seed: int) -> LevelOutcome:
         from tierscope.load import LoadGenerator
@@ -290,8 +292,7 @@ class LevelRun:
                 ((a, b, "phase", "", {**detail, "phase": p}) for a, b, p in phases), self.t0
             ),
         )
-        client = client_requests(result.requests, self.t0, *self.tag)
-        point = point_row(client, self.metrics, result.summary, *self.tag, steady)
+        point = point_row(self.client, self.metrics, result.summary, *self.tag, steady)
         self.writer.append("points", pl.DataFrame([point]))
         self.writer.flush()
         return LevelOutcome(
@@ -306,7 +307,8 @@ class LevelRun:
     def _store(self, result: Any, occurred: list[Occurrence]) -> None:
         w, t0 = self.writer, self.t0
         if result is not None:
-            w.append("requests", client_requests(result.requests, t0, *self.tag))
+            self.client = client_requests(result.requests, t0, *self.tag)
+            w.append("requests", self.client)
             w.append("metrics", client_metrics(result.client_metrics(), t0, *self.tag))
         self.metrics = label(self.monitor.drain(), *self.tag)
         w.append("metrics", self.metrics)
