@@ -10,7 +10,7 @@ from __future__ import annotations
 from tierscope.store._host import cgroup_version, host_facts
 from tierscope.store._run import Run, RunWriter, read_run, scan_table
 from tierscope.store._schema import SCHEMAS, TABLES
-from tierscope.store._simulation import record_simulation
+from tierscope.store._simulation import record_simulated_sweep, record_simulation
 
 __all__ = [
     "SCHEMAS",
@@ -20,6 +20,7 @@ __all__ = [
     "cgroup_version",
     "host_facts",
     "read_run",
+    "record_simulated_sweep",
     "record_simulation",
     "scan_table",
 ]
