@@ -4,7 +4,8 @@ The thesis classifies each metric's curve over a sweep by eye; this module write
 For one setup, with levels n_1 < ... < n_K, the metric's mean x_k per level, the labels of the
 saturation analysis, g the first gray level (or the first server level s if there is none):
 
-1. ``unidentified`` when the first level is already ``server`` (no client or gray level).
+1. ``unidentified`` when the first level is already ``server`` (no client or gray level) or
+   the sweep has fewer than 4 levels (too few to tell a trend change).
 2. Trend change: continuous piecewise-linear fits with 0..3 breakpoints at interior levels
    (exhaustive search, least squares); the number of breakpoints is chosen by BIC. The change is
    significant when the F test of that fit against the straight line has p < ``change_p`` and
@@ -116,8 +117,10 @@ def classify_pattern(
     s = lab.index("server") if "server" in lab else K
     g = lab.index("gray") if "gray" in lab else s
     span = float(np.ptp(x))
-    if K < 4 or span <= 1e-12 * max(1.0, float(np.abs(x).max())):
-        return PatternVerdict(NR, (), None, 0.0, False, "constant" if K >= 4 else "too few levels")
+    if K < 4:
+        return PatternVerdict(U, (), None, 0.0, False, "too few levels to judge (fewer than 4)")
+    if span <= 1e-12 * max(1.0, float(np.abs(x).max())):
+        return PatternVerdict(NR, (), None, 0.0, False, "constant")
     line = _hinge_fit(n, x, ())
     floor = 1e-24 * K * (1.0 + float(np.mean(x * x)))
     best_k, best_fit, best_bic = 0, line, K * math.log(max(line.rss, floor) / K) + 2 * math.log(K)

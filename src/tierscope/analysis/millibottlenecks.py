@@ -499,7 +499,8 @@ def vlrt_links(
 def spans_of(
     events: pl.DataFrame | None, points: pl.DataFrame | None
 ) -> list[tuple[float, float, str, float | None, int | None]]:
-    """(t_start, t_end, setup, level, rep) spans to place episodes in: phases, else steady windows."""
+    """(t_start, t_end, setup, level, rep) spans to place episodes in: the phases of
+    ``events``, else the steady windows of ``points``."""
     spans: list[tuple[float, float, str, float | None, int | None]] = []
     if events is not None and events.height and "kind" in events.columns:
         for t0, t1, detail in (
