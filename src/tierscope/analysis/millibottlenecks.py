@@ -135,16 +135,26 @@ def tier_windows(
     e = np.sort(np.where(np.isnan(e_raw), np.inf, e_raw))
     edges = width * np.arange(n + 1)
 
-    # time-average queue: A(b) = sum_{s<b} (b - s) - sum_{e<b} (b - e), exact for a step function
-    cs = np.concatenate(([0.0], np.cumsum(s)))
-    ce = np.concatenate(([0.0], np.cumsum(np.where(np.isfinite(e), e, 0.0))))
+    # time-average queue per window k = [b_k, b_k+1): the requests present at b_k, plus for
+    # each arrival in the window the part of it after the arrival, minus the same for each
+    # departure; sums are taken per window (not as differences of long cumulative sums),
+    # so a long run keeps full precision
     ns = np.searchsorted(s, edges, side="left")
     ne = np.searchsorted(e, edges, side="left")
-    area = edges * ns - cs[ns] - (edges * ne - ce[ne])
-    q_mean = np.diff(area) / width
+    q_mean = (ns[:-1] - ne[:-1]).astype(float)
+    for times, idx in ((s, ns), (e, ne)):
+        count = np.diff(idx)
+        busy = np.flatnonzero(count)
+        if busy.size:
+            inside = np.add.reduceat(times[: idx[-1]], idx[:-1][busy])
+            sign = 1.0 if times is s else -1.0
+            q_mean[busy] += sign * (count[busy] * edges[1:][busy] - inside) / width
 
     # maximum: the queue just after each arrival, and at each window's start
-    ends_before = np.searchsorted(e, s, side="right")
+    # departures at or before each arrival: its rank in the merged, stable-sorted event times
+    # (departures first, so a request leaving as another arrives is gone)
+    merged = np.argsort(np.concatenate((e, s)), kind="stable")
+    ends_before = np.flatnonzero(merged >= e.size) - np.arange(s.size)
     q_after = np.arange(1, s.size + 1) - ends_before
     at_edge = np.searchsorted(s, edges[:-1], side="right") - np.searchsorted(
         e, edges[:-1], side="right"
@@ -174,7 +184,8 @@ def tier_windows(
         sums = np.add.reduceat(sorted_rt, first[has])
         rt_mean[has] = sums / counts[has]
         rt_max[has] = sorted_rt[first[has] + counts[has] - 1]
-        rank = np.ceil(0.99 * counts[has]).astype(np.int64) - 1  # nearest-rank percentile
+        # the smallest value at or above the 99th percentile (numpy's method="higher")
+        rank = np.ceil(0.99 * (counts[has] - 1) - 1e-9).astype(np.int64)
         rt_p99[has] = sorted_rt[first[has] + rank]
     return TierWindows(
         tier, q_mean, q_max, counts.astype(float), rt_mean, rt_max, rt_p99, s + t0, e + t0
@@ -194,7 +205,8 @@ def timeline(requests: pl.DataFrame, width: float) -> Timeline | None:
     last = max(float(b if b is not None else a), float(a))
     n = int(np.floor((last - t0) / width)) + 1
     tiers = {}
-    for (tier,), frame in req.sort("tier").group_by("tier", maintain_order=True):
+    for tier in sorted(req["tier"].unique().drop_nulls().to_list()):
+        frame = req.filter(pl.col("tier") == tier)
         tiers[str(tier)] = tier_windows(
             str(tier), frame["start"].to_numpy(), frame["end"].to_numpy(), t0, width, n
         )
