@@ -55,12 +55,19 @@ def write_metrics_csv(out: Path, containers: list[str]) -> dict[str, tuple[float
             for a, b in zip(rows, rows[1:], strict=False):
                 t = a["t_ns"] / 1e9
                 dt = (b["t_ns"] - a["t_ns"]) / 1e9
-                w.writerow([f"{t:.6f}", name, "cpu_cores",
-                            (b["cpu.usage.total"] - a["cpu.usage.total"]) / 1e9 / dt])
+                w.writerow(
+                    [
+                        f"{t:.6f}",
+                        name,
+                        "cpu_cores",
+                        (b["cpu.usage.total"] - a["cpu.usage.total"]) / 1e9 / dt,
+                    ]
+                )
                 periods = b["cpu.throttling.periods"] - a["cpu.throttling.periods"]
                 if periods > 0:
-                    throttled = (b["cpu.throttling.throttled.count"]
-                                 - a["cpu.throttling.throttled.count"])
+                    throttled = (
+                        b["cpu.throttling.throttled.count"] - a["cpu.throttling.throttled.count"]
+                    )
                     w.writerow([f"{t:.6f}", name, "cpu_throttled_ratio", throttled / periods])
                 w.writerow([f"{t:.6f}", name, "mem_bytes", b["memory.usage.current"]])
     return spans

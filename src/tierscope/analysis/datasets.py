@@ -152,3 +152,70 @@ def saturation_series(
     else:
         raise ValueError(f"unknown mode {mode!r}")
     return out
+
+
+#: The sub-patterns the thesis draws for each category (seed 000, Figs 3.8-3.12).
+PATTERNS: dict[str, tuple[str, ...]] = {
+    "reliable": ("constant-step-constant", "constant-linear", "linear-constant",
+                 "constant-constant-linear"),
+    "partially reliable": ("linear-linear", "constant-constant-decrease", "linear-periodic"),
+    "not reliable": ("constant", "linear", "periodic", "spikes-same-values"),
+    "misleading": ("early-step", "late-step", "early-bend"),
+}
+
+
+def sweep_labels(levels: int, first_gray: int, first_server: int) -> list[str]:
+    """client / gray / server labels of a sweep with the shift at the given level indices."""
+    return ["client" if i < first_gray else "gray" if i < first_server else "server"
+            for i in range(levels)]
+
+
+def indicator_curve(
+    pattern: str, levels: int, first_gray: int, first_server: int, *, noise: float = 0.02,
+    seed: int = 0,
+) -> np.ndarray:
+    """A metric's mean per level following one of the thesis's sub-patterns (:data:`PATTERNS`)
+    for a sweep whose bottleneck shifts at ``first_gray``/``first_server``; values span about
+    [0, 1] plus Gaussian noise of ``noise`` (relative to that span)."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(levels, dtype=float)
+    g, s = float(first_gray), float(first_server)
+    up = 1.0 if rng.random() < 0.5 else -1.0
+    amp = rng.uniform(0.5, 1.0)
+    if pattern == "constant-step-constant":  # V, ramp through the gray zone, W
+        y = np.clip((i - (g - 1)) / max(s - g + 1, 1.0), 0, 1) * amp * up
+    elif pattern == "constant-linear":
+        y = np.maximum(i - (s - 1), 0) / max(levels - s, 1) * amp * up
+    elif pattern == "linear-constant":
+        y = np.minimum(i, s) / s * amp * up
+    elif pattern == "constant-constant-linear":
+        y = 0.3 * (i >= max(2.0, g - 3)) + np.maximum(i - (s - 1), 0) / max(levels - s, 1)
+        y = y * amp * up
+    elif pattern == "linear-linear":  # rises, then falls back over the same values
+        y = np.where(i < s, i / s, 1 - (i - s) / max(levels - s, 1) * rng.uniform(0.7, 1.0))
+        y = y * amp * up
+    elif pattern == "constant-constant-decrease":
+        y = 0.6 * (i >= max(2.0, g - 3)) - np.maximum(i - (s - 1), 0) / max(levels - s, 1) * 0.9
+        y = y * amp
+    elif pattern == "linear-periodic":
+        y = np.where(i < s, i / s, 1 + 0.6 * (-1.0) ** i) * amp
+    elif pattern == "constant":
+        y = np.zeros(levels)
+    elif pattern == "linear":
+        y = i / (levels - 1) * amp * up
+    elif pattern == "periodic":
+        y = 0.5 * (-1.0) ** i * amp
+    elif pattern == "spikes-same-values":  # constant, then spikes whose troughs stay at V
+        y = np.where((i >= s) & (i % 2 == 0), amp, 0.0)
+    elif pattern == "early-step":
+        at = rng.integers(1, max(2, int(g) - 2))
+        y = (i >= at) * amp * up
+    elif pattern == "late-step":
+        at = rng.integers(min(int(s) + 3, levels - 2), levels - 1)
+        y = (i >= at) * amp * up
+    elif pattern == "early-bend":  # constant, then linear from well before the gray zone
+        at = rng.integers(1, max(2, int(g) - 2))
+        y = np.maximum(i - at, 0) / (levels - at) * amp * up
+    else:
+        raise ValueError(f"unknown pattern {pattern!r}")
+    return y + rng.normal(0.0, noise, levels)
