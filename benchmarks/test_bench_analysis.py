@@ -142,8 +142,11 @@ def pandas_analysis(df: Any) -> dict[str, Any]:
             base = w["q_mean"].iloc[max(0, lo - before) : lo].median() if lo > 0 else 0.0
             sw = sweeps[tier]
             near = sw[(sw["t"] > max(0.0, first - 1.0)) & (sw["t"] <= (peak + 1) * WIDTH)]
-            low = near[near["q"] <= base]
-            onset = low["t"].iloc[-1] if len(low) else max(0.0, first - 1.0)
+            low = np.flatnonzero((near["q"] <= base).to_numpy())
+            if len(low):
+                onset = near["t"].iloc[min(low[-1] + 1, len(near) - 1)]
+            else:
+                onset = max(0.0, first - 1.0)
             episodes.append({"tier": tier, "start": t0 + min(first, onset),
                              "end": t0 + (hi + 1) * WIDTH})
     # roots: overlapping episodes form incidents; earliest onset, deepest tier on a tie

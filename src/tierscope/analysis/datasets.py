@@ -89,11 +89,13 @@ def chain_requests(
     frames = []
     for k, tier in enumerate(tiers):
         end = last + (len(tiers) - 1 - k) * eps if nested else leave[tier]
-        frames.append(pl.DataFrame({"tier": tier, "request_id": ids, "start": arrive[tier],
-                                    "end": end}))
+        frames.append(
+            pl.DataFrame({"tier": tier, "request_id": ids, "start": arrive[tier], "end": end})
+        )
     frames.append(
-        pl.DataFrame({"tier": "client", "request_id": ids, "start": t - eps,
-                      "end": last + len(tiers) * eps})
+        pl.DataFrame(
+            {"tier": "client", "request_id": ids, "start": t - eps, "end": last + len(tiers) * eps}
+        )
     )
     return pl.concat(frames).with_columns(
         pl.lit(setup).alias("setup"),
@@ -156,8 +158,12 @@ def saturation_series(
 
 #: The sub-patterns the thesis draws for each category (seed 000, Figs 3.8-3.12).
 PATTERNS: dict[str, tuple[str, ...]] = {
-    "reliable": ("constant-step-constant", "constant-linear", "linear-constant",
-                 "constant-constant-linear"),
+    "reliable": (
+        "constant-step-constant",
+        "constant-linear",
+        "linear-constant",
+        "constant-constant-linear",
+    ),
     "partially reliable": ("linear-linear", "constant-constant-decrease", "linear-periodic"),
     "not reliable": ("constant", "linear", "periodic", "spikes-same-values"),
     "misleading": ("early-step", "late-step", "early-bend"),
@@ -166,12 +172,19 @@ PATTERNS: dict[str, tuple[str, ...]] = {
 
 def sweep_labels(levels: int, first_gray: int, first_server: int) -> list[str]:
     """client / gray / server labels of a sweep with the shift at the given level indices."""
-    return ["client" if i < first_gray else "gray" if i < first_server else "server"
-            for i in range(levels)]
+    return [
+        "client" if i < first_gray else "gray" if i < first_server else "server"
+        for i in range(levels)
+    ]
 
 
 def indicator_curve(
-    pattern: str, levels: int, first_gray: int, first_server: int, *, noise: float = 0.02,
+    pattern: str,
+    levels: int,
+    first_gray: int,
+    first_server: int,
+    *,
+    noise: float = 0.02,
     seed: int = 0,
 ) -> np.ndarray:
     """A metric's mean per level following one of the thesis's sub-patterns (:data:`PATTERNS`)

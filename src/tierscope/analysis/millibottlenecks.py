@@ -17,9 +17,9 @@ Method, per tier (the ``client`` tier is the end-to-end view and is not a tier h
    more than the tier's typical response time (10th percentile of its window means); random
    queueing at moderate load never gets there. The episode spans the windows around the peak
    whose excess queue (over q*) is at least ``core_fraction`` of the peak's, and starts when
-   the queue began its rise (the last moment before the peak at which the exact queue was no
-   longer than its median of the second before). Shorter than
-   ``millibottleneck_max_s``: ``millibottleneck``, else ``saturation``.
+   the queue began its rise (the first arrival or departure after the last moment before the
+   peak at which the exact queue was no longer than its median of the second before).
+   Shorter than ``millibottleneck_max_s``: ``millibottleneck``, else ``saturation``.
 4. Cross-check: the tier's resource metrics in the same interval; the resource saturated in most
    of it (``resources.SIGNALS``) names the episode's resource, else ``queue``.
 5. Root tier (push-back): overlapping episodes of different tiers form an incident; the tier
@@ -89,9 +89,9 @@ class TierWindows:
             - np.searchsorted(self.ends, t, side="right")
         )
 
-    def last_time_at_most(self, level: float, t_from: float, t_to: float) -> float:
-        """The last time in [t_from, t_to] at which the queue was at most ``level`` (t_from if
-        it never was after it): where the rise to a peak at t_to began."""
+    def rise_start(self, level: float, t_from: float, t_to: float) -> float:
+        """Where the rise to a peak at ``t_to`` began: the first event after the last one in
+        (t_from, t_to] that left at most ``level`` requests in the tier (t_from if none did)."""
         a = np.searchsorted(self.starts, t_from, side="right")
         b = np.searchsorted(self.starts, t_to, side="right")
         c = np.searchsorted(self.ends, t_from, side="right")
@@ -101,7 +101,10 @@ class TierWindows:
         order = np.argsort(times, kind="stable")  # departures first at equal times
         q = self.queue_at(t_from) + np.cumsum(steps[order])
         low = np.flatnonzero(q <= level)
-        return float(times[order][low[-1]]) if low.size else t_from
+        if not low.size:
+            return t_from
+        rise = min(int(low[-1]) + 1, q.size - 1)  # the first event of the climb
+        return float(times[order][rise])
 
     def throughput(self, width: float) -> np.ndarray:
         return self.completions / width
@@ -324,14 +327,14 @@ def detect_episodes(
 
 
 def _onset(tw: TierWindows, lo: int, peak: int, t0: float, w: float) -> float:
-    """When the queue began to rise: the last time before the peak at which it was no longer
-    than its median of the second before (from the exact event sweep), at most one second
-    before the first episode window."""
+    """When the queue began to rise: the first event after the last moment before the peak at
+    which it was no longer than its median of the second before (from the exact event sweep),
+    at most one second before the first episode window."""
     first = t0 + lo * w
     before = round(1.0 / w)
     base = float(np.median(tw.q_mean[max(0, lo - before) : lo])) if lo > 0 else 0.0
     peak_t = t0 + (peak + 1) * w
-    return min(first, tw.last_time_at_most(base, max(t0, first - 1.0), peak_t))
+    return min(first, tw.rise_start(base, max(t0, first - 1.0), peak_t))
 
 
 def _typical_rt(rt_mean: np.ndarray) -> float:

@@ -183,7 +183,7 @@ def _check_requests(frame: pl.DataFrame, src: str) -> pl.DataFrame:
     _bad(frame, pl.col("end") < pl.col("start"), "end", "a time at or after start", src)
     _bad(
         frame,
-        pl.struct("tier", "request_id").is_duplicated(),
+        ~pl.struct("tier", "request_id").is_first_distinct(),
         "request_id",
         "one row per request and tier (this request_id repeats at its tier)",
         src,
@@ -210,7 +210,7 @@ def _check_points(frame: pl.DataFrame, src: str) -> pl.DataFrame:
         )
     _bad(
         frame,
-        pl.struct("setup", "level", "rep").is_duplicated(),
+        ~pl.struct("setup", "level", "rep").is_first_distinct(),
         "rep",
         "one row per (setup, level, rep)",
         src,
