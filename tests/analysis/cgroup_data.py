@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import itertools
 from pathlib import Path
 
 VALIDATION = Path(__file__).resolve().parents[3] / "shared" / "validation" / "cgroup-50ms"
@@ -32,7 +33,7 @@ def samples(path: Path) -> list[dict[str, int]]:
 def throttled_span(rows: list[dict[str, int]]) -> tuple[float, float]:
     """(first, last) epoch seconds bounding the intervals in which a period was throttled."""
     first = last = None
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         if b["cpu.throttling.throttled.count"] > a["cpu.throttling.throttled.count"]:
             first = a["t_ns"] / 1e9 if first is None else first
             last = b["t_ns"] / 1e9
@@ -52,7 +53,7 @@ def write_metrics_csv(out: Path, containers: list[str]) -> dict[str, tuple[float
         for name in containers:
             rows = samples(base / f"{name}.csv.gz")
             spans[name] = throttled_span(rows)
-            for a, b in zip(rows, rows[1:], strict=False):
+            for a, b in itertools.pairwise(rows):
                 t = a["t_ns"] / 1e9
                 dt = (b["t_ns"] - a["t_ns"]) / 1e9
                 w.writerow(

@@ -16,7 +16,7 @@ from tierscope.analysis.datasets import Stall, chain_requests
 from tierscope.analysis.millibottlenecks import tier_windows, vlrt_links
 from tierscope.spec import load_model
 from tierscope.spec.analysis import AnalysisOptions
-from tierscope.store import import_csv, read_run, record_simulated_sweep
+from tierscope.store import Run, import_csv, read_run, record_simulated_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN = ROOT / "examples" / "models" / "millibottleneck-twin.yaml"
@@ -132,14 +132,15 @@ def test_vlrt_requests_are_linked_to_the_episodes_that_explain_them() -> None:
     )
     req = pl.concat([req, lonely])
 
-    class Run:
-        info: dict = {"spec": {"system": {"tiers": {"web": {}, "app": {}, "db": {}}}}}
-        metrics = None
-        requests = req
-        events = None
-        points = None
-
-    doc = analyze(Run(), AnalysisOptions(vlrt_s=1.0))
+    run = Run(
+        path=Path("synthetic"),
+        info={"spec": {"system": {"tiers": {"web": {}, "app": {}, "db": {}}}}},
+        metrics=None,
+        requests=req,
+        events=None,
+        points=None,
+    )
+    doc = analyze(run, AnalysisOptions(vlrt_s=1.0))
     v = doc["vlrt"]
     front = req.filter(pl.col("tier") == "client")
     slow = front.filter(pl.col("end") - pl.col("start") >= 1.0)

@@ -59,7 +59,7 @@ def test_margin_from_plus_one_puts_the_first_beneficial_level_in_the_gray_zone(s
     th95 = 0.95 * base.max()
     found = margin_from_plus_one(levels, base, plus, th95, gain=0.02)
     assert found is not None
-    m, (lo, hi), n_star = found
+    m, (_lo, _hi), n_star = found
     first = int(np.flatnonzero(plus >= 1.02 * base)[0])
     assert n_star == levels[first]
     labels = label_levels(base, th95, th95 * (1 - m))
@@ -129,7 +129,7 @@ def test_intervention_point_is_the_first_level_where_the_lower_band_drops_below_
             break
     assert intervention_point(levels, [v / 100 for v in s], 0.90) == expected
     # Table 7 of Malkowski's thesis: 98.39 - 1.96 x 2.37 = 93.75 (the band is mean - 1.96 SD)
-    assert 98.39 - 1.96 * 2.37 == pytest.approx(93.75, abs=0.01)
+    assert pytest.approx(93.75, abs=0.01) == 98.39 - 1.96 * 2.37
 
 
 def test_usl_fit_recovers_planted_parameters() -> None:

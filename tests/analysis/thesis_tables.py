@@ -13,7 +13,8 @@ CODES = {
 
 TABLES: dict[str, str] = {}
 
-# Table 3.11: Kafka cluster (15 setups, columns setup-0..setup-14; "-" = unidentified; thesis header omits "14")
+# Table 3.11: Kafka cluster
+# (15 setups, columns setup-0..setup-14; "-" = unidentified; thesis header omits "14")
 TABLES["kafka"] = """\
 metric                           0  1  2  3  4  5  6  7  8  9 10 11 12 13 14
 CL_msg_queue                    NR NR  R NR NR NR PR  R NR  R NR  R NR NR  -
@@ -43,7 +44,8 @@ KF_fetchfollower_throttletime   NR  R  M PR NR NR  M NR NR NR NR NR NR NR  -
 KF_producer_throttletime        NR NR NR NR NR NR NR NR NR NR NR NR  M NR  -
 """
 
-# Table 3.14: Kafka/Spark (10 setups; first 6 RC rows = Kafka nodes, second 6 RC rows (suffix #S) = Spark nodes)
+# Table 3.14: Kafka/Spark
+# (10 setups; first 6 RC rows = Kafka nodes, second 6 RC rows (suffix #S) = Spark nodes)
 TABLES["kafka-spark"] = """\
 metric                           0  1  2  3  4  5  6  7  8  9
 CL_msg_queue                    NR NR NR NR  - PR  M PR PR PR

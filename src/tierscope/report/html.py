@@ -20,9 +20,9 @@ from plotly.subplots import make_subplots
 __all__ = ["render"]
 
 ZONE_COLOURS = {
-    "client": "rgba(46,160,67,0.12)",
-    "gray": "rgba(128,128,128,0.18)",
-    "server": "rgba(215,58,73,0.12)",
+    "client": "rgba(46,160,67,0.22)",
+    "gray": "rgba(128,128,128,0.3)",
+    "server": "rgba(215,58,73,0.2)",
 }
 KIND_CODES = {"none": 0, "single": 1, "concurrent": 2, "oscillatory": 3, "client": 4}
 CATEGORY_CODES = {
