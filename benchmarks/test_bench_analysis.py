@@ -105,7 +105,7 @@ def pandas_analysis(df: Any) -> dict[str, Any]:
         sweeps[tier] = ev[ev["d"] != 0][["t", "q"]]
 
     episodes = []
-    bridge = int(round(opt.merge_gap_s / WIDTH))
+    bridge = round(opt.merge_gap_s / WIDTH)
     for tier in TIERS[1:]:
         w = windows[tier]
         x = w["completions"] / WIDTH
@@ -138,7 +138,7 @@ def pandas_analysis(df: Any) -> dict[str, Any]:
             while hi < b and w["q_mean"].iloc[hi + 1] >= floor:
                 hi += 1
             first = lo * WIDTH
-            before = int(round(1.0 / WIDTH))
+            before = round(1.0 / WIDTH)
             base = w["q_mean"].iloc[max(0, lo - before) : lo].median() if lo > 0 else 0.0
             sw = sweeps[tier]
             near = sw[(sw["t"] > max(0.0, first - 1.0)) & (sw["t"] <= (peak + 1) * WIDTH)]
@@ -147,8 +147,9 @@ def pandas_analysis(df: Any) -> dict[str, Any]:
                 onset = near["t"].iloc[min(low[-1] + 1, len(near) - 1)]
             else:
                 onset = max(0.0, first - 1.0)
-            episodes.append({"tier": tier, "start": t0 + min(first, onset),
-                             "end": t0 + (hi + 1) * WIDTH})
+            episodes.append(
+                {"tier": tier, "start": t0 + min(first, onset), "end": t0 + (hi + 1) * WIDTH}
+            )
     # roots: overlapping episodes form incidents; earliest onset, deepest tier on a tie
     episodes.sort(key=lambda e: (e["start"], e["end"]))
     reach, group = -np.inf, []
@@ -183,10 +184,14 @@ def check_agreement(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
         np.testing.assert_array_equal(tw.completions, w["completions"].to_numpy())
         for col in ("rt_mean", "rt_max", "rt_p99"):  # tierscope orders times at 1 µs
             np.testing.assert_allclose(getattr(tw, col), w[col].to_numpy(), atol=1.01e-6)
-    ep = [(e["tier"], round(e["start"], 9), round(e["end"], 9), e["root_tier"])
-          for e in sorted(ours["episodes"], key=lambda e: (e["start"], e["tier"]))]
-    ref = [(e["tier"], round(e["start"], 9), round(e["end"], 9), e["root_tier"])
-           for e in sorted(theirs["episodes"], key=lambda e: (e["start"], e["tier"]))]
+    ep = [
+        (e["tier"], round(e["start"], 9), round(e["end"], 9), e["root_tier"])
+        for e in sorted(ours["episodes"], key=lambda e: (e["start"], e["tier"]))
+    ]
+    ref = [
+        (e["tier"], round(e["start"], 9), round(e["end"], 9), e["root_tier"])
+        for e in sorted(theirs["episodes"], key=lambda e: (e["start"], e["tier"]))
+    ]
     assert ep == ref
     assert ours["vlrt"] == theirs["vlrt"]
 
@@ -195,17 +200,22 @@ def _single_thread_timing() -> dict[str, float]:
     """tierscope's time with one thread, measured in a child process (polars reads
     POLARS_MAX_THREADS once, at import)."""
     code = (
-        "import json, sys; sys.path.insert(0, %r)\n"
+        f"import json, sys; sys.path.insert(0, {str(REPO)!r})\n"
         "from benchmarks.harness import measure\n"
         "from benchmarks.test_bench_analysis import make_requests, tierscope_analysis\n"
         "req = make_requests()\n"
         "t, _ = measure('tierscope', lambda: tierscope_analysis(req), repeats=5)\n"
         "print(json.dumps(t.summary()))\n"
-    ) % str(REPO)
-    env = dict(os.environ, POLARS_MAX_THREADS="1", OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, check=True, timeout=900)
+    )
+    env = dict(os.environ, POLARS_MAX_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=900,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -222,9 +232,11 @@ def test_millibottleneck_analysis_speed(record: Recorder) -> None:
         f"({len(result['episodes'])} episodes)",
         [ours, theirs],
         reference=ours,
-        notes=[f"tierscope with one thread: median {one_thread['median_s']:.3f} s "
-               f"(target <= {TARGET_S} s); pandas / tierscope = {ratio:.1f}x "
-               f"(target >= {TARGET_RATIO}x)"],
+        notes=[
+            f"tierscope with one thread: median {one_thread['median_s']:.3f} s "
+            f"(target <= {TARGET_S} s); pandas / tierscope = {ratio:.1f}x "
+            f"(target >= {TARGET_RATIO}x)"
+        ],
     )
     record(
         "millibottleneck_analysis_1M_x4",

@@ -4,9 +4,11 @@ long requests they explain (seed 003; seed 001 ch. IV; Wang et al., ICDCS 2013).
 Method, per tier (the ``client`` tier is the end-to-end view and is not a tier here):
 
 1. From the request records, in windows of ``mb_window_s``: the time-average and maximum number
-   of requests in the tier (an exact event sweep: +1 at ``start``, -1 at ``end``), the
-   throughput (completions per second) and the point-in-time response time (mean, max and p99
-   of the requests completing in the window).
+   of requests in the tier (an exact event sweep: +1 at ``start``, -1 at ``end``, a departure
+   before an arrival at the same instant), the throughput (completions per second) and the
+   point-in-time response time (mean, max and p99 of the requests completing in the window,
+   i.e. with floor(end / width) = k; times rounded to the nearest µs; the p99 is the smallest value at or
+   above the 99th percentile, numpy's method "higher"). The sweep is native code.
 2. Saturation load q* from the (queue, throughput) scatter: windows sorted by queue into
    equal-count bins; the capacity C is the largest bin mean throughput and q* the mean queue of
    the first bin reaching 95 % of it. Beyond q* more requests in the tier bring no more
@@ -44,6 +46,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tierscope import _native
 from tierscope.analysis.resources import resource_samples
 from tierscope.spec.analysis import AnalysisOptions
 
@@ -59,9 +62,6 @@ __all__ = [
 ]
 
 CLIENT = "client"
-#: Response times are ordered within windows at this resolution (1 µs) for the p99.
-_RT_RESOLUTION = 1e-6
-_RT_BITS = 40
 #: Fraction of the capacity that marks the first saturated queue bin.
 _CAPACITY_FRACTION = 0.95
 _MIN_BIN = 20
@@ -129,70 +129,23 @@ def tier_windows(
     """Queue, throughput and point-in-time response time of one tier's requests.
 
     ``start``/``end`` are request times on the run's time base; a request is in the tier on
-    [start, end). Requests without an end (NaN) stay in the tier to the end of the grid.
+    [start, end) and one without an end (NaN) stays to the end of the grid. numpy sorts the
+    arrival times, the departure times and the response-time keys (window << 40 | µs, made by
+    ``_native.rt_keys``); the native core (``_native.window_sweep``) makes one pass over them.
     """
-    horizon = n * width
-    s = np.sort(np.asarray(start, dtype=float) - t0)
-    e_raw = np.asarray(end, dtype=float) - t0
-    rt_all = e_raw - (np.asarray(start, dtype=float) - t0)
-    e = np.sort(np.where(np.isnan(e_raw), np.inf, e_raw))
-    edges = width * np.arange(n + 1)
-
-    # time-average queue per window k = [b_k, b_k+1): the requests present at b_k, plus for
-    # each arrival in the window the part of it after the arrival, minus the same for each
-    # departure; sums are taken per window (not as differences of long cumulative sums),
-    # so a long run keeps full precision
-    ns = np.searchsorted(s, edges, side="left")
-    ne = np.searchsorted(e, edges, side="left")
-    q_mean = (ns[:-1] - ne[:-1]).astype(float)
-    for times, idx in ((s, ns), (e, ne)):
-        count = np.diff(idx)
-        busy = np.flatnonzero(count)
-        if busy.size:
-            inside = np.add.reduceat(times[: idx[-1]], idx[:-1][busy])
-            sign = 1.0 if times is s else -1.0
-            q_mean[busy] += sign * (count[busy] * edges[1:][busy] - inside) / width
-
-    # maximum: the queue just after each arrival, and at each window's start
-    # departures at or before each arrival: its rank in the merged, stable-sorted event times
-    # (departures first, so a request leaving as another arrives is gone)
-    merged = np.argsort(np.concatenate((e, s)), kind="stable")
-    ends_before = np.flatnonzero(merged >= e.size) - np.arange(s.size)
-    q_after = np.arange(1, s.size + 1) - ends_before
-    at_edge = np.searchsorted(s, edges[:-1], side="right") - np.searchsorted(
-        e, edges[:-1], side="right"
+    rel_start = np.ascontiguousarray(np.asarray(start, dtype=np.float64) - t0)
+    rel_end = np.ascontiguousarray(np.asarray(end, dtype=np.float64) - t0)
+    s = np.sort(rel_start)
+    e = np.sort(rel_end)  # NaN (never left) sorts last: it becomes +inf
+    if e.size and np.isnan(e[-1]):
+        e[np.isnan(e)] = np.inf
+    keys = np.frombuffer(_native.rt_keys(rel_start, rel_end, float(width), int(n)), np.uint64)
+    keys = np.sort(keys)
+    parts = _native.window_sweep(s, e, keys, float(width), int(n))
+    q_mean, q_max, completions, rt_mean, rt_max, rt_p99 = (
+        np.frombuffer(p, dtype=np.float64) for p in parts
     )
-    q_max = at_edge.astype(float)
-    lo = np.searchsorted(s, edges[:-1], side="left")
-    hi = np.searchsorted(s, edges[1:], side="left")
-    busy = np.flatnonzero(hi > lo)
-    if busy.size:
-        q_max[busy] = np.maximum(q_max[busy], np.maximum.reduceat(q_after, lo[busy]))
-
-    # completions and response times by completion window
-    done = np.isfinite(e_raw) & (e_raw >= 0) & (e_raw < horizon)
-    rt = np.maximum(rt_all[done], 0.0)
-    win = np.floor(e_raw[done] / width).astype(np.int64)
-    win = np.minimum(win, n - 1)
-    rt_units = np.minimum(np.rint(rt / _RT_RESOLUTION).astype(np.int64), (1 << _RT_BITS) - 1)
-    keys = np.sort((win << _RT_BITS) | rt_units)
-    sorted_rt = (keys & ((1 << _RT_BITS) - 1)).astype(float) * _RT_RESOLUTION
-    counts = np.bincount(win, minlength=n)[:n]
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    rt_mean = np.full(n, np.nan)
-    rt_max = np.full(n, np.nan)
-    rt_p99 = np.full(n, np.nan)
-    has = np.flatnonzero(counts)
-    if has.size:
-        sums = np.add.reduceat(sorted_rt, first[has])
-        rt_mean[has] = sums / counts[has]
-        rt_max[has] = sorted_rt[first[has] + counts[has] - 1]
-        # the smallest value at or above the 99th percentile (numpy's method="higher")
-        rank = np.ceil(0.99 * (counts[has] - 1) - 1e-9).astype(np.int64)
-        rt_p99[has] = sorted_rt[first[has] + rank]
-    return TierWindows(
-        tier, q_mean, q_max, counts.astype(float), rt_mean, rt_max, rt_p99, s + t0, e + t0
-    )
+    return TierWindows(tier, q_mean, q_max, completions, rt_mean, rt_max, rt_p99, s + t0, e + t0)
 
 
 def timeline(requests: pl.DataFrame, width: float) -> Timeline | None:
