@@ -7,8 +7,8 @@ Method, per tier (the ``client`` tier is the end-to-end view and is not a tier h
    of requests in the tier (an exact event sweep: +1 at ``start``, -1 at ``end``, a departure
    before an arrival at the same instant), the throughput (completions per second) and the
    point-in-time response time (mean, max and p99 of the requests completing in the window,
-   i.e. with floor(end / width) = k; times rounded to the nearest µs; the p99 is the smallest value at or
-   above the 99th percentile, numpy's method "higher"). The sweep is native code.
+   i.e. with floor(end / width) = k; times rounded to the nearest µs; the p99 is the smallest
+   value at or above the 99th percentile, numpy's method "higher"). The sweep is native code.
 2. Saturation load q* from the (queue, throughput) scatter: windows sorted by queue into
    equal-count bins; the capacity C is the largest bin mean throughput and q* the mean queue of
    the first bin reaching 95 % of it. Beyond q* more requests in the tier bring no more
