@@ -150,15 +150,18 @@ def pandas_analysis(df: Any) -> dict[str, Any]:
             episodes.append(
                 {"tier": tier, "start": t0 + min(first, onset), "end": t0 + (hi + 1) * WIDTH}
             )
-    # roots: overlapping episodes form incidents; earliest onset, deepest tier on a tie
-    episodes.sort(key=lambda e: (e["start"], e["end"]))
-    reach, group = -np.inf, []
+    # roots: overlapping episodes of one kind form incidents; earliest onset, deepest tier on
+    # a tie
+    for e in episodes:
+        e["kind"] = "millibottleneck" if e["end"] - e["start"] < 1.0 else "saturation"
+    episodes.sort(key=lambda e: (e["kind"], e["start"], e["end"]))
+    reach, kind, group = -np.inf, None, []
     groups = []
     for e in episodes:
-        if e["start"] > reach + 1e-9:
+        if e["kind"] != kind or e["start"] > reach + 1e-9:
             group = []
             groups.append(group)
-            reach = e["end"]
+            reach, kind = e["end"], e["kind"]
         reach = max(reach, e["end"])
         group.append(e)
     for grp in groups:

@@ -24,7 +24,7 @@ Method, per tier (the ``client`` tier is the end-to-end view and is not a tier h
    Shorter than ``millibottleneck_max_s``: ``millibottleneck``, else ``saturation``.
 4. Cross-check: the tier's resource metrics in the same interval; the resource saturated in most
    of it (``resources.SIGNALS``) names the episode's resource, else ``queue``.
-5. Root tier (push-back): overlapping episodes of different tiers form an incident; the tier
+5. Root tier (push-back): overlapping episodes of one kind form an incident; the tier
    whose queue rose first is the root, ties within one window going to the deepest tier (with
    nested records an upstream tier's count includes the requests it waits for downstream, so
    it rises at the same time as the culprit; with per-visit records the culprit rises first
@@ -394,33 +394,41 @@ def cross_check(
 
 
 def assign_roots(episodes: list[dict[str, Any]], tiers: Sequence[str], tie_s: float) -> None:
-    """Group overlapping episodes into incidents and name each incident's root tier."""
+    """Group overlapping episodes of the same kind into incidents and name each one's root.
+
+    Kinds are kept apart so that a sub-second stall inside a long saturation of another tier
+    is its own incident (it has its own cause) rather than a part of the saturation.
+    """
     depth = {t: i for i, t in enumerate(tiers)}
-    order = sorted(range(len(episodes)), key=lambda i: (episodes[i]["start"], episodes[i]["end"]))
-    incident = -1
-    reach = -np.inf
+    order = sorted(
+        range(len(episodes)),
+        key=lambda i: (episodes[i]["kind"], episodes[i]["start"], episodes[i]["end"]),
+    )
     members: list[list[int]] = []
+    reach = -np.inf
+    kind = None
     for i in order:
         ep = episodes[i]
-        if ep["start"] > reach + 1e-9:
-            incident += 1
+        if ep["kind"] != kind or ep["start"] > reach + 1e-9:
             members.append([])
-            reach = ep["end"]
+            reach, kind = ep["end"], ep["kind"]
         else:
             reach = max(reach, ep["end"])
-        members[incident].append(i)
-        ep["incident"] = incident
-    for group in members:
+        members[-1].append(i)
+    members.sort(key=lambda g: min(episodes[i]["start"] for i in g))
+    for incident, group in enumerate(members):
         first = min(episodes[i]["start"] for i in group)
         early = [i for i in group if episodes[i]["start"] <= first + tie_s + 1e-9]
         root = max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))
         onset: list[str] = []
-        for i in sorted(
+        by_onset = sorted(
             group, key=lambda i: (episodes[i]["start"], -depth.get(episodes[i]["tier"], -1))
-        ):
+        )
+        for i in by_onset:
             if episodes[i]["tier"] not in onset:
                 onset.append(episodes[i]["tier"])
         for i in group:
+            episodes[i]["incident"] = incident
             episodes[i]["root_tier"] = episodes[root]["tier"]
             episodes[i]["onset_order"] = onset
 
