@@ -225,7 +225,7 @@ def _single_thread_timing() -> dict[str, float]:
 def test_millibottleneck_analysis_speed(record: Recorder) -> None:
     req = make_requests()
     df = req.select("tier", "request_id", "start", "end").to_pandas()
-    ours, result = measure("tierscope (polars+numpy)", lambda: tierscope_analysis(req), repeats=5)
+    ours, result = measure("tierscope (numpy sorts + native sweep)", lambda: tierscope_analysis(req), repeats=5)
     theirs, reference = measure("pandas baseline", lambda: pandas_analysis(df), repeats=1)
     check_agreement(result, reference)
     one_thread = _single_thread_timing()
