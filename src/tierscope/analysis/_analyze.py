@@ -186,9 +186,12 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     )
     if metrics is not None and windows.height:
         states = bottleneck.window_states(metrics, windows, options)
+        growing = bottleneck.queue_growth(metrics, windows)
     else:
-        states = pl.DataFrame()
-    bottlenecks = bottleneck.analyze_bottlenecks(states, options, labels=labels, levels=level_keys)
+        states, growing = pl.DataFrame(), {}
+    bottlenecks = bottleneck.analyze_bottlenecks(
+        states, options, labels=labels, levels=level_keys, growing=growing
+    )
     if metrics is None:
         notes.append("no metrics: bottleneck resources are not judged")
     client_levels = [b for b in bottlenecks if b["kind"] == "client"]

@@ -21,8 +21,10 @@ Method (Malkowski, seed 001 §2.2, with the independence baseline the thesis lac
    the kind is ``oscillatory`` if the primary is such a group and ``concurrent`` otherwise
    (``pattern`` keeps Malkowski's finer "simultaneous" when all are fully saturated).
 
-Host-level resources (tier ``host``: pressure) are reported but do not make a level
-concurrent: they describe the machine, not a tier.
+Queues that keep growing through a steady window (``queue_length``; see :func:`queue_growth`)
+are listed with each level as evidence of an unstable tier. Host-level resources (tier
+``host``: pressure) are reported but do not make a level concurrent: they describe the
+machine, not a tier.
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ import polars as pl
 from tierscope.analysis.resources import resource_samples
 from tierscope.spec.analysis import AnalysisOptions
 
-__all__ = ["analyze_bottlenecks", "dependence", "window_states"]
+__all__ = ["analyze_bottlenecks", "dependence", "queue_growth", "window_states"]
+
+#: A queue grows when its mean over the last quarter of a steady window exceeds the first
+#: quarter's by at least this many requests and this fraction.
+GROWTH_MIN_REQUESTS = 5.0
+GROWTH_MIN_FRACTION = 0.5
 
 CLIENT = "client"
 HOST = "host"
@@ -84,6 +91,63 @@ def window_states(
         .sort("setup", "level", "rep", "k", "tier", "node", "resource")
         .collect()
     )
+
+
+def queue_growth(
+    metrics: pl.DataFrame | pl.LazyFrame, windows: pl.DataFrame
+) -> dict[tuple[str, float | None], list[dict[str, Any]]]:
+    """Tiers whose ``queue_length`` keeps growing through a steady window (arrivals exceed
+    what the tier serves: an open system past its capacity), per (setup, level).
+
+    A tier's queue (summed over its nodes) grows when its mean over the last quarter of the
+    window is at least GROWTH_MIN_REQUESTS and GROWTH_MIN_FRACTION above the first quarter's
+    (repetitions averaged).
+    """
+    spans = windows.select(
+        pl.col("setup").alias("_setup"),
+        pl.col("level").cast(pl.Float64).alias("_level"),
+        pl.col("rep").cast(pl.Int64).alias("_rep"),
+        pl.col("t_start").cast(pl.Float64),
+        pl.col("t_end").cast(pl.Float64),
+    ).sort("t_start")
+    quarter = (pl.col("t") - pl.col("t_start")) / (pl.col("t_end") - pl.col("t_start")) * 4
+    per_rep = (
+        metrics.lazy()
+        .filter((pl.col("metric") == "queue_length") & pl.col("value").is_not_nan())
+        .group_by("t", "tier")
+        .agg(pl.col("value").sum())
+        .sort("t")
+        .join_asof(spans.lazy(), left_on="t", right_on="t_start", strategy="backward")
+        .filter(pl.col("t_start").is_not_null() & (pl.col("t") < pl.col("t_end")))
+        .with_columns(quarter.floor().cast(pl.Int64).alias("q"))
+        .filter(pl.col("q").is_in([0, 3]))
+        .group_by("_setup", "_level", "_rep", "tier")
+        .agg(
+            pl.col("value").filter(pl.col("q") == 0).mean().alias("first"),
+            pl.col("value").filter(pl.col("q") == 3).mean().alias("last"),
+            ((pl.col("t_end") - pl.col("t_start")).first() * 0.75).alias("span"),
+        )
+        .group_by("_setup", "_level", "tier")
+        .agg(pl.col("first").mean(), pl.col("last").mean(), pl.col("span").mean())
+        .sort("_setup", "_level", "tier")
+        .collect()
+    )
+    out: dict[tuple[str, float | None], list[dict[str, Any]]] = {}
+    for setup, level, tier, first, last, span in per_rep.iter_rows():
+        if first is None or last is None:
+            continue
+        growth = last - first
+        if growth >= GROWTH_MIN_REQUESTS and growth >= GROWTH_MIN_FRACTION * first:
+            key = (str(setup), None if level is None else float(level))
+            out.setdefault(key, []).append(
+                {
+                    "tier": str(tier),
+                    "first": float(first),
+                    "last": float(last),
+                    "per_s": float(growth / span) if span else None,
+                }
+            )
+    return out
 
 
 def dependence(
@@ -157,11 +221,13 @@ def analyze_bottlenecks(
     *,
     labels: dict[tuple[str, float | None], str] | None = None,
     levels: list[tuple[str, float | None]] | None = None,
+    growing: dict[tuple[str, float | None], list[dict[str, Any]]] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per (setup, level) of ``states`` (from :func:`window_states`).
 
     ``labels`` gives the client/gray/server label of each (setup, level); ``levels`` lists
-    levels to report even without resource metrics (as kind ``none``).
+    levels to report even without resource metrics (as kind ``none``); ``growing`` the
+    growing queues of :func:`queue_growth`, added to each level's entry and evidence.
     """
     rng = np.random.default_rng(options.seed)
     out: list[dict[str, Any]] = []
@@ -178,9 +244,18 @@ def analyze_bottlenecks(
         frame = groups.get(key)
         label = (labels or {}).get(key)
         if frame is None:
-            out.append(_empty(key, label, "no resource metrics in the steady windows"))
-            continue
-        out.append(_classify(key, frame, options, rng, label))
+            entry = _empty(key, label, "no resource metrics in the steady windows")
+        else:
+            entry = _classify(key, frame, options, rng, label)
+        queues = (growing or {}).get(key, [])
+        entry["growing_queues"] = queues
+        if queues:
+            entry["evidence"] += (
+                "; growing queues: "
+                + ", ".join(f"{q['tier']} from {q['first']:.3g} to {q['last']:.3g}" for q in queues)
+                + " (arrivals exceed what the tier serves)"
+            )
+        out.append(entry)
     return out
 
 

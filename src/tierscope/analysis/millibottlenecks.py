@@ -25,7 +25,8 @@ Method, per tier (the ``client`` tier is the end-to-end view and is not a tier h
 4. Cross-check: the tier's resource metrics in the same interval; the resource saturated in most
    of it (``resources.SIGNALS``) names the episode's resource, else ``queue``.
 5. Root tier (push-back): overlapping episodes of one kind form an incident; the tier
-   whose queue rose first is the root, ties within one window going to the deepest tier (with
+   whose queue rose first is the root, ties (onsets within one window, or a tenth of the
+   incident's shortest episode) going to the deepest tier (with
    nested records an upstream tier's count includes the requests it waits for downstream, so
    it rises at the same time as the culprit; with per-visit records the culprit rises first
    and the others follow).
@@ -418,7 +419,10 @@ def assign_roots(episodes: list[dict[str, Any]], tiers: Sequence[str], tie_s: fl
     members.sort(key=lambda g: min(episodes[i]["start"] for i in g))
     for incident, group in enumerate(members):
         first = min(episodes[i]["start"] for i in group)
-        early = [i for i in group if episodes[i]["start"] <= first + tie_s + 1e-9]
+        # onsets of a slow rise are known less precisely: ties within a tenth of the
+        # incident's shortest episode too
+        tie = max(tie_s, 0.1 * min(episodes[i]["duration"] for i in group))
+        early = [i for i in group if episodes[i]["start"] <= first + tie + 1e-9]
         root = max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))
         onset: list[str] = []
         by_onset = sorted(

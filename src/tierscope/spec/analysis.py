@@ -174,6 +174,14 @@ class PairDoc(BaseModel):
     relation: Literal["alternating", "together", "independent"]
 
 
+class QueueGrowth(BaseModel):
+    model_config = _DOC
+    tier: str
+    first: float
+    last: float
+    per_s: float | None
+
+
 class Bottleneck(BaseModel):
     model_config = _DOC
     setup: str
@@ -186,6 +194,7 @@ class Bottleneck(BaseModel):
     windows: int
     resources: list[ResourceDoc]
     pairs: list[PairDoc]
+    growing_queues: list[QueueGrowth]
     evidence: str
 
 
