@@ -44,6 +44,10 @@ def test_report_is_self_contained_and_complete(twin_report: Path) -> None:
         "What the numbers mean",
     ):
         assert heading in page
+    # the client / gray / server zones are drawn (one shaded band per level)
+    assert (
+        page.count('"fillcolor":"rgba(46,160,67') + page.count('"fillcolor":"rgba(215,58,73') >= 6
+    )
     doc = json.loads((twin_report / "analysis.json").read_text())
     assert doc["episodes"]  # the twin's stalls
     # every section key of the JSON is explained in the glossary

@@ -172,16 +172,6 @@ def _saturation_section(doc: dict[str, Any]) -> str:
         curve = s["curve"]
         lv = [c["level"] for c in curve]
         fig = make_subplots(specs=[[{"secondary_y": True}]])
-        steps = [b - a for a, b in itertools.pairwise(lv)] or [1.0]
-        for c in curve:
-            half = 0.5 * min(steps)
-            fig.add_vrect(
-                x0=c["level"] - half,
-                x1=c["level"] + half,
-                fillcolor=ZONE_COLOURS[c["label"]],
-                line_width=0,
-                layer="below",
-            )
         fig.add_trace(
             go.Scatter(
                 x=lv,
@@ -214,6 +204,16 @@ def _saturation_section(doc: dict[str, Any]) -> str:
                 ),
                 secondary_y=True,
             )
+        steps = [b - a for a, b in itertools.pairwise(lv)] or [1.0]
+        for c in curve:  # after the traces: plotly skips shapes on empty subplots
+            half = 0.5 * min(steps)
+            fig.add_vrect(
+                x0=c["level"] - half,
+                x1=c["level"] + half,
+                fillcolor=ZONE_COLOURS[c["label"]],
+                line_width=0,
+                layer="below",
+            )
         fig.add_hline(
             y=s["th95"], line_dash="dash", line_color="#d73a49", annotation_text="Th_0.95"
         )
@@ -227,15 +227,18 @@ def _saturation_section(doc: dict[str, Any]) -> str:
             ("SLO", s["slo_level"], "#6f42c1"),
             ("intervention", (s["intervention"] or {}).get("level"), "#e36209"),
         ]
+        at: dict[float, list[tuple[str, str]]] = {}
         for name, x, colour in marks:
             if x is not None:
-                fig.add_vline(
-                    x=x,
-                    line_color=colour,
-                    line_width=1,
-                    annotation_text=name,
-                    annotation_position="top",
-                )
+                at.setdefault(float(x), []).append((name, colour))
+        for x, named in at.items():  # one line and one label per level, names joined
+            fig.add_vline(
+                x=x,
+                line_color=named[0][1],
+                line_width=1,
+                annotation_text=", ".join(n for n, _ in named),
+                annotation_position="top",
+            )
         fig.update_layout(title=f"setup {s['setup']}: client (green), gray, server (red) zones")
         fig.update_xaxes(title_text="load level")
         fig.update_yaxes(title_text="throughput [1/s]", secondary_y=False)
