@@ -175,6 +175,16 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     sat = saturation.analyze_saturation(
         points, options, spec=run.info.get("spec"), slo_satisfaction=slo_sat
     )
+    few = sorted(
+        set(points["setup"].unique().to_list()) - {s["setup"] for s in sat}
+        if points is not None and "setup" in points.columns
+        else []
+    )
+    if few:
+        notes.append(
+            f"setups with fewer than {saturation.MIN_LEVELS} load levels have no saturation "
+            "analysis: " + ", ".join(few)
+        )
     labels = {(s["setup"], c["level"]): c["label"] for s in sat for c in s["curve"]}
 
     level_keys = sorted(

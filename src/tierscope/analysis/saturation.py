@@ -26,6 +26,8 @@ from tierscope.spec.analysis import AnalysisOptions
 #: Relative tolerance of threshold comparisons, so that a value equal to a threshold computed
 #: in floating point (85.5 = 100 x 0.95 x 0.9) lands on the intended side.
 _REL_TOL = 1e-9
+#: Setups with fewer load levels get no saturation entry.
+MIN_LEVELS = 3
 
 __all__ = [
     "Curve",
@@ -273,6 +275,8 @@ def analyze_saturation(
         points = points.with_columns(pl.lit(0, pl.Int64).alias("rep"))
     setups = sorted(points["setup"].unique().to_list())
     curves = {s: Curve.of(points, s, options.slo_statistic) for s in setups}
+    # a curve needs a few levels to saturate on; fewer say nothing about saturation
+    curves = {s: c for s, c in curves.items() if c.levels.size >= MIN_LEVELS}
     companions = plus_one_pairs(spec)
     base_of = {c: b for b, c in companions.items()}
     workload = (spec or {}).get("workload") or {}
