@@ -311,6 +311,7 @@ def import_csv_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Write your own CSV measurements as a run folder that analyze and report read."""
+    from tierscope.report import terminal
     from tierscope.store import import_csv, read_run
 
     path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
@@ -325,15 +326,14 @@ def import_csv_command(
         },
         "time_origin": (run.info.get("spec") or {}).get("time_origin"),
     }
-    _emit(doc, as_json, lambda d: terminal_kv(f"imported into {path}", d))
-
-
-def terminal_kv(title: str, doc: dict[str, Any]) -> Any:
-    from tierscope.report import terminal
-
-    flat = [(k, v) for k, v in doc.items() if not isinstance(v, dict | list)]
-    flat += [(f"rows of {k}", v) for k, v in doc.get("rows", {}).items()]
-    return terminal.key_values(title, flat)
+    _emit(
+        doc,
+        as_json,
+        lambda d: terminal.key_values(
+            f"imported into {path}",
+            _flat(d) + [(f"rows of {k}", v) for k, v in d["rows"].items()],
+        ),
+    )
 
 
 def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-__all__ = ["Stall", "chain_requests", "saturation_series"]
+__all__ = [
+    "PATTERNS",
+    "Stall",
+    "chain_requests",
+    "indicator_curve",
+    "saturation_series",
+    "sweep_labels",
+]
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ __all__ = [
     "analyze_indicators",
     "classify_pattern",
     "covering_sets",
+    "metric_levels",
     "segmented_fit",
 ]
 

@@ -54,9 +54,13 @@ from tierscope.spec.analysis import AnalysisOptions
 __all__ = [
     "TierWindows",
     "Timeline",
+    "assign_roots",
+    "cross_check",
     "detect_episodes",
     "metric_episodes",
+    "place",
     "saturation_load",
+    "spans_of",
     "tier_windows",
     "timeline",
     "vlrt_links",

@@ -30,6 +30,7 @@ _REL_TOL = 1e-9
 MIN_LEVELS = 3
 
 __all__ = [
+    "MIN_LEVELS",
     "Curve",
     "analyze_saturation",
     "intervention_knee",
@@ -37,6 +38,7 @@ __all__ = [
     "kneedle",
     "label_levels",
     "margin_from_plus_one",
+    "plus_one_pairs",
     "thresholds",
 ]
 
