@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from tierscope.analysis import bottleneck, indicators, millibottlenecks, saturation
+from tierscope.analysis._windows import in_steady_windows
 from tierscope.errors import InputError
 from tierscope.spec.analysis import AnalysisDocument, AnalysisOptions
 
@@ -136,15 +137,10 @@ def _slo_satisfaction(
     if requests is None or windows.height == 0:
         return {}
     front = CLIENT if CLIENT in tiers else (tiers[0] if tiers else None)
-    spans = windows.select(
-        pl.col("setup").alias("_setup"), pl.col("level").alias("_level"), "t_start", "t_end"
-    ).sort("t_start")
+    front_requests = requests.filter(pl.col("tier") == front).select("start", "end")
     sat = (
-        requests.filter(pl.col("tier") == front)
-        .select("start", "end")
-        .sort("start")
-        .join_asof(spans, left_on="start", right_on="t_start", strategy="backward")
-        .filter(pl.col("t_start").is_not_null() & (pl.col("end") <= pl.col("t_end")))
+        in_steady_windows(front_requests, windows, time="start")
+        .filter(pl.col("end") <= pl.col("t_end"))
         .group_by("_setup", "_level")
         .agg(((pl.col("end") - pl.col("start")) <= slo_s).mean().alias("ok"))
     )

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tierscope.analysis._windows import in_steady_windows
 from tierscope.analysis.resources import resource_samples
 from tierscope.spec.analysis import AnalysisOptions
 
@@ -59,26 +60,13 @@ def window_states(
     than one gives one window).
     """
     lam = options.window_s
-    spans = (
-        windows.select(
-            pl.col("setup").alias("_setup"),
-            pl.col("level").cast(pl.Float64).alias("_level"),
-            pl.col("rep").cast(pl.Int64).alias("_rep"),
-            pl.col("t_start").cast(pl.Float64),
-            pl.col("t_end").cast(pl.Float64),
-        )
-        .with_columns(
-            pl.max_horizontal(((pl.col("t_end") - pl.col("t_start")) / lam).floor(), pl.lit(1.0))
-            .cast(pl.Int64)
-            .alias("_n")
-        )
-        .sort("t_start")
-    )
-    samples = resource_samples(metrics, options).sort("t")
+    whole = (pl.col("t_end") - pl.col("t_start")) / lam
     per_metric = (
-        samples.join_asof(spans.lazy(), left_on="t", right_on="t_start", strategy="backward")
-        .filter(pl.col("t_start").is_not_null() & (pl.col("t") < pl.col("t_end")))
-        .with_columns(((pl.col("t") - pl.col("t_start")) / lam).floor().cast(pl.Int64).alias("k"))
+        in_steady_windows(resource_samples(metrics, options), windows)
+        .with_columns(
+            ((pl.col("t") - pl.col("t_start")) / lam).floor().cast(pl.Int64).alias("k"),
+            pl.max_horizontal(whole.floor(), pl.lit(1.0)).cast(pl.Int64).alias("_n"),
+        )
         .filter(pl.col("k") < pl.col("_n"))
         .group_by("_setup", "_level", "_rep", "k", "tier", "node", "resource", "metric")
         .agg(pl.col("value").mean(), pl.col("score").mean())
@@ -103,22 +91,15 @@ def queue_growth(
     window is at least GROWTH_MIN_REQUESTS and GROWTH_MIN_FRACTION above the first quarter's
     (repetitions averaged).
     """
-    spans = windows.select(
-        pl.col("setup").alias("_setup"),
-        pl.col("level").cast(pl.Float64).alias("_level"),
-        pl.col("rep").cast(pl.Int64).alias("_rep"),
-        pl.col("t_start").cast(pl.Float64),
-        pl.col("t_end").cast(pl.Float64),
-    ).sort("t_start")
     quarter = (pl.col("t") - pl.col("t_start")) / (pl.col("t_end") - pl.col("t_start")) * 4
-    per_rep = (
+    queues = (
         metrics.lazy()
         .filter((pl.col("metric") == "queue_length") & pl.col("value").is_not_nan())
         .group_by("t", "tier")
         .agg(pl.col("value").sum())
-        .sort("t")
-        .join_asof(spans.lazy(), left_on="t", right_on="t_start", strategy="backward")
-        .filter(pl.col("t_start").is_not_null() & (pl.col("t") < pl.col("t_end")))
+    )
+    per_rep = (
+        in_steady_windows(queues, windows)
         .with_columns(quarter.floor().cast(pl.Int64).alias("q"))
         .filter(pl.col("q").is_in([0, 3]))
         .group_by("_setup", "_level", "_rep", "tier")

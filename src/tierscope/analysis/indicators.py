@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from tierscope.analysis._windows import in_steady_windows
 from tierscope.spec.analysis import AnalysisOptions
 
 __all__ = [
@@ -282,20 +283,13 @@ def metric_levels(
     """
     frames = []
     if metrics is not None and metrics.height and windows.height:
-        spans = windows.select(
-            pl.col("setup").alias("_setup"),
-            pl.col("level").cast(pl.Float64).alias("_level"),
-            pl.col("rep").alias("_rep"),
-            pl.col("t_start").cast(pl.Float64),
-            pl.col("t_end").cast(pl.Float64),
-        ).sort("t_start")
-        per_rep = (
+        samples = (
             metrics.lazy()
             .filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan())
             .select("t", "tier", "metric", "value")
-            .sort("t")
-            .join_asof(spans.lazy(), left_on="t", right_on="t_start", strategy="backward")
-            .filter(pl.col("t_start").is_not_null() & (pl.col("t") < pl.col("t_end")))
+        )
+        per_rep = (
+            in_steady_windows(samples, windows)
             .group_by("_setup", "_level", "_rep", "tier", "metric")
             .agg(pl.col("value").mean())
             .group_by("_setup", "_level", "tier", "metric")

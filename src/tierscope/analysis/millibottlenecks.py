@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from tierscope import _native
-from tierscope.analysis.resources import resource_samples
+from tierscope.analysis.resources import resource_scores
 from tierscope.spec.analysis import AnalysisOptions
 
 __all__ = [
@@ -312,13 +312,7 @@ def metric_episodes(metrics: pl.DataFrame, options: AnalysisOptions) -> list[dic
     a run ends at an unsaturated sample or at a gap longer than max(merge_gap_s, 3 dt); runs
     separated by at most ``merge_gap_s`` of unsaturated samples are merged.
     """
-    samples = (
-        resource_samples(metrics, options)
-        .group_by("tier", "node", "resource", "t")
-        .agg(pl.col("score").max())
-        .sort("tier", "node", "resource", "t")
-        .collect()
-    )
+    samples = resource_scores(metrics, options)
     out = []
     for (tier, node, resource), frame in samples.group_by(
         "tier", "node", "resource", maintain_order=True
@@ -374,7 +368,7 @@ def cross_check(
     """Name each request episode's resource from the tier's resource metrics in its interval."""
     if not episodes or metrics is None or metrics.height == 0:
         return
-    samples = resource_samples(metrics, options).collect()
+    samples = resource_scores(metrics, options)
     if samples.height == 0:
         return
     by_tier = {str(k[0]): f for k, f in samples.partition_by("tier", as_dict=True).items()}

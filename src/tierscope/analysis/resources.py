@@ -15,7 +15,7 @@ import polars as pl
 
 from tierscope.spec.analysis import AnalysisOptions
 
-__all__ = ["SIGNALS", "Signal", "resource_samples", "thresholds_of"]
+__all__ = ["SIGNALS", "Signal", "resource_samples", "resource_scores", "thresholds_of"]
 
 
 @dataclass(frozen=True)
@@ -77,4 +77,16 @@ def resource_samples(
                 "score"
             ),
         )
+    )
+
+
+def resource_scores(metrics: pl.LazyFrame | pl.DataFrame, options: AnalysisOptions) -> pl.DataFrame:
+    """Rows (tier, node, resource, t, score): each resource's score at each sample time (the
+    largest over its metrics), sorted by resource and time."""
+    return (
+        resource_samples(metrics, options)
+        .group_by("tier", "node", "resource", "t")
+        .agg(pl.col("score").max())
+        .sort("tier", "node", "resource", "t")
+        .collect()
     )

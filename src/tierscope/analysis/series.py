@@ -15,7 +15,7 @@ import polars as pl
 
 from tierscope.analysis import indicators, millibottlenecks
 from tierscope.analysis._analyze import RunLike, steady_windows
-from tierscope.analysis.resources import SIGNALS, resource_samples
+from tierscope.analysis.resources import SIGNALS, resource_scores
 from tierscope.spec.analysis import AnalysisOptions
 
 __all__ = ["report_series"]
@@ -67,13 +67,7 @@ def report_series(
         )
         out["vlrt"] = [{"start": s, "end": e} for s, e in slow.iter_rows()]
     if metrics is not None:
-        samples = (
-            resource_samples(metrics, options)
-            .group_by("tier", "node", "resource", "t")
-            .agg(pl.col("score").max())
-            .sort("tier", "node", "resource", "t")
-            .collect()
-        )
+        samples = resource_scores(metrics, options)
         for (tier, node, resource), frame in samples.group_by(
             "tier", "node", "resource", maintain_order=True
         ):
