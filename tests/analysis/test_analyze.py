@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tierscope.analysis import analyze
+from tierscope.analysis import AnalysisOptions, analyze
 from tierscope.analysis.datasets import chain_requests
 from tierscope.analysis.millibottlenecks import timeline
 from tierscope.cli import main
@@ -221,3 +221,30 @@ def test_client_limited_level_is_reported(tmp_path: Path, runner_run: Path) -> N
 def test_cli_report_on_runner_format(runner_run: Path) -> None:
     assert main(["report", str(runner_run)]) == 0
     assert (runner_run / "report.html").stat().st_size > 1_000_000
+
+
+def test_slo_point_and_intervention_point(runner_run: Path) -> None:
+    run = read_run(runner_run)
+    doc = analyze(run, AnalysisOptions(slo_s=0.3))
+    s0 = next(s for s in doc["saturation"] if s["setup"] == "s0")
+    # rt_p95 stays far below 0.3 s up to 300/s and exceeds it from 400/s on
+    p95 = {c["level"]: c["rt_p95"] for c in s0["curve"]}
+    assert p95[300.0] < 0.3 < p95[400.0]
+    assert s0["slo_level"] == 300.0
+    # Malkowski's eq. (10) on the SLO satisfaction per level, recomputed here from the records
+    client = run.requests.filter(pl.col("tier") == "client")
+    sat = []
+    for p in run.points.filter(pl.col("setup") == "s0").sort("level").iter_rows(named=True):
+        inside = client.filter(
+            (pl.col("start") >= p["t_start"])
+            & (pl.col("start") < p["t_end"])
+            & (pl.col("end") <= p["t_end"])
+        )
+        sat.append(float(((inside["end"] - inside["start"]) <= 0.3).mean()))
+    expected = None
+    for k in range(1, len(sat)):
+        v = np.array(sat[: k + 1])
+        if v.mean() - 1.96 * v.std(ddof=1) < 0.90:
+            expected = RATES[k]
+            break
+    assert s0["slo_intervention_level"] == expected is not None

@@ -160,3 +160,24 @@ def test_import_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     code = main(["import", "csv", "--metrics", str(m), "--out", str(tmp_path / "run"), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["rows"] == {"metrics": 2} and doc["tables"] == ["metrics"]
+
+
+def test_imported_points_are_analysed(tmp_path: Path) -> None:
+    """Points alone (levels, throughput, per-level metric columns) give saturation labels and
+    indicator categories: a queue that jumps at the saturation point is reliable, a linear CPU
+    is not."""
+    from tierscope.analysis import analyze
+
+    levels = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    lines = ["level,throughput,db.queue_length,web.cpu_util"]
+    for lv in levels:
+        x = min(lv, 60) * 10.0
+        queue = 1.0 if lv < 60 else 40.0
+        lines.append(f"{lv},{x},{queue},{lv / 200}")
+    p = write(tmp_path / "p.csv", "\n".join(lines))
+    doc = analyze(read_run(import_csv(tmp_path / "run", points=p)))
+    (sat,) = doc["saturation"]
+    assert sat["first_server_level"] == 60.0 and sat["peak_throughput"] == 600.0
+    cats = {i["metric"]: i["category"] for i in doc["indicators"]}
+    assert cats == {"db.queue_length": "reliable", "web.cpu_util": "not reliable"}
+    assert doc["episodes"] == [] and doc["bottlenecks"] == []

@@ -143,6 +143,7 @@ def _slo_satisfaction(
         .filter(pl.col("end") <= pl.col("t_end"))
         .group_by("_setup", "_level")
         .agg(((pl.col("end") - pl.col("start")) <= slo_s).mean().alias("ok"))
+        .collect()
     )
     return {(str(s), float(lv)): float(ok) for s, lv, ok in sat.iter_rows() if lv is not None}
 
