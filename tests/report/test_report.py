@@ -122,3 +122,25 @@ def test_report_renders_in_headless_chromium(twin_report: Path, tmp_path: Path) 
         check=True,
     )
     assert shot.is_file() and shot.stat().st_size > 50_000
+
+
+def test_metrics_only_report(tmp_path: Path) -> None:
+    """Imported monitoring data without requests or points: the timeline shows each resource's
+    saturation score and the episode."""
+    lines = ["ts,tier,metric,value"]
+    for i in range(400):
+        lines.append(f"{i * 0.05:.2f},db,cpu_throttled_ratio,{1.0 if 100 <= i < 300 else 0.1}")
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    assert (
+        main(
+            ["import", "csv", "--metrics", str(tmp_path / "m.csv"), "--out", str(tmp_path / "run")]
+        )
+        == 0
+    )
+    assert main(["report", str(tmp_path / "run")]) == 0
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "resource saturation score" in page
+    doc = json.loads((tmp_path / "run" / "analysis.json").read_text())
+    (episode,) = doc["episodes"]
+    assert (episode["tier"], episode["kind"]) == ("db", "saturation")
+    assert episode["start"] == pytest.approx(5.0) and episode["end"] == pytest.approx(15.0)
