@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from tierscope import __version__
 from tierscope.errors import InputError, TierscopeError
@@ -236,8 +237,12 @@ def demo(
 
 
 def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as_json: bool):
+    """Run a sweep with a live view, then analyse it (analysis.json, report.html) and print
+    where it saturated and what limited it."""
     import signal
     import time
+
+    from rich.console import Group
 
     from tierscope.experiment import run_experiment
     from tierscope.report import terminal
@@ -251,12 +256,11 @@ def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str
 
     signal.signal(signal.SIGTERM, on_sigterm)
     console = err if as_json else out
-    n_setups = max(1, len(spec.sweep.setups))
     view = ProgressView(
         console,
         title=f"tierscope run {spec.name} → {out_dir}",
         levels=len(spec.sweep.level_values),
-        setups=n_setups,
+        setups=max(1, len(spec.sweep.setups)),
         reps=spec.sweep.repetitions,
     )
     try:
@@ -266,7 +270,32 @@ def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str
     except KeyboardInterrupt:
         err.print(f"interrupted: what was measured is kept in {out_dir} (partial)", markup=False)
         raise
-    _emit(summary, as_json, terminal.run_summary)
+    summary["analysis"] = _analyse_run(out_dir)
+    _emit(
+        summary,
+        as_json,
+        lambda d: Group(
+            terminal.run_summary(d),
+            terminal.analysis_summary(d["analysis"], f"analysis of {out_dir}"),
+            Text(f"report: {out_dir / 'report.html'}", style="dim"),
+        ),
+    )
+
+
+def _analyse_run(run_dir: Path) -> dict[str, Any]:
+    """Analyse a finished run folder and write its analysis.json and report.html."""
+    from tierscope.analysis import analyze as run_analysis
+    from tierscope.analysis.series import report_series
+    from tierscope.report.html import render
+    from tierscope.store import read_run, write_analysis, write_report
+
+    options = _analysis_options(None)
+    run = read_run(run_dir)
+    doc = run_analysis(run, options)
+    write_analysis(run_dir, doc)
+    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
+    write_report(run_dir, render(doc, report_series(run, options), title))
+    return doc
 
 
 def _analysis_options(

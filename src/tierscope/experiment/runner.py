@@ -206,7 +206,6 @@ class Runner:
         return {
             "run_dir": str(self.out_dir),
             "points": points,
-            "utilisation": utilisation_summary(points),
             "warnings": [w for o in self.outcomes for w in o.warnings],
             "monitor": self.monitor_stats,
         }
@@ -487,30 +486,6 @@ def point_row(
 
 def _nan(x: Any) -> float:
     return math.nan if x is None else float(x)
-
-
-def utilisation_summary(points: list[dict[str, Any]], busy: float = 0.85) -> list[dict[str, Any]]:
-    """Per setup: the peak throughput, each tier's CPU utilisation (of its quota) at the highest
-    level, and the tier that was busiest there when it exceeds ``busy`` — the plain summary the
-    run prints; ``tierscope analyze`` does the full bottleneck analysis."""
-    out = []
-    for setup in dict.fromkeys(p["setup"] for p in points):
-        rows = [p for p in points if p["setup"] == setup]
-        peak = max(rows, key=lambda p: p["throughput"])
-        top = max(rows, key=lambda p: p["level"])
-        util = {t: top[f"{t}.cpu_util"] for t in ("web", "app", "db") if f"{t}.cpu_util" in top}
-        busiest = max(util, key=lambda t: util[t]) if util else None
-        out.append(
-            {
-                "setup": setup,
-                "peak_level": peak["level"],
-                "peak_throughput": peak["throughput"],
-                "top_level": top["level"],
-                "cpu_util_at_top_level": util,
-                "bottleneck_tier": busiest if busiest and util[busiest] >= busy else None,
-            }
-        )
-    return out
 
 
 def client_warnings(summary: dict[str, Any], setup: str, level: float) -> list[str]:

@@ -112,7 +112,7 @@ def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 def run_summary(doc: dict[str, Any]) -> RenderableType:
-    """What a sweep measured: one row per level, then where each setup saturated."""
+    """What a sweep measured: one row per level, and the warnings about the load generator."""
     parts: list[RenderableType] = []
     table = Table(title="steady-state points", title_justify="left")
     cols = ("setup", "level", "X [1/s]", "mean R [s]", "p95 [s]", "errors")
@@ -131,17 +131,6 @@ def run_summary(doc: dict[str, Any]) -> RenderableType:
             fmt(p.get("client.cpu_cores"), 2),
         )
     parts.append(table)
-    for u in doc.get("utilisation", []):
-        util = ", ".join(f"{t} {_percent(v)}" for t, v in u["cpu_util_at_top_level"].items())
-        line = (
-            f"setup {u['setup']}: peak {fmt(u['peak_throughput'], 4)} req/s at level "
-            f"{fmt(u['peak_level'])}; CPU of quota at level {fmt(u['top_level'])}: {util}. "
-        )
-        if u["bottleneck_tier"]:
-            line += f"Bottleneck: the {u['bottleneck_tier']} tier (CPU)."
-            parts.append(Text(line, style="bold green"))
-        else:
-            parts.append(Text(line + "No tier reached its CPU quota.", style="bold yellow"))
     for w in doc.get("warnings", []):
         parts.append(Text(f"warning: {w}", style="yellow"))
     parts.append(Text(f"run folder: {doc.get('run_dir')} ({doc.get('status')})", style="dim"))
