@@ -21,6 +21,14 @@ Method (Malkowski, seed 001 §2.2, with the independence baseline the thesis lac
    the kind is ``oscillatory`` if the primary is such a group and ``concurrent`` otherwise
    (``pattern`` keeps Malkowski's finer "simultaneous" when all are fully saturated).
 
+Push-back (soft resources): worker pools and connection pools fill up *because* a hardware
+resource further down the chain is saturated — the app's threads all wait on the saturated
+database, its connection pool is all checked out. Such a soft resource is reported with role
+``push-back`` and does not count as a bottleneck of its own when a hardware resource (cpu, disk)
+of its own tier or of a tier downstream of it (web → app → db) is saturated at the same level;
+without a saturated hardware resource, a full pool is the bottleneck (a soft-resource bottleneck,
+e.g. a pool sized too small).
+
 Queues that keep growing through a steady window (``queue_length``; see :func:`queue_growth`)
 are listed with each level as evidence of an unstable tier. Host-level resources (tier
 ``host``: pressure) are reported but do not make a level concurrent: they describe the
@@ -48,6 +56,10 @@ GROWTH_MIN_FRACTION = 0.5
 
 CLIENT = "client"
 HOST = "host"
+HARDWARE = ("cpu", "disk")
+SOFT = ("workers", "pool")
+#: Request flow of the multi-tier systems tierscope runs (upstream first).
+TIER_ORDER = {"web": 0, "app": 1, "db": 2}
 
 
 def window_states(
@@ -179,6 +191,20 @@ def _relation(dep: dict[str, Any], alpha: float) -> str:
     return "independent"
 
 
+def _pushed_back(server: list[int], resources: list[tuple[str, str, str]]) -> set[int]:
+    """Soft resources saturated while a hardware resource of their tier or of a tier downstream
+    is saturated too (see the module docstring)."""
+    hard = [TIER_ORDER[resources[j][0]] for j in server
+            if resources[j][2] in HARDWARE and resources[j][0] in TIER_ORDER]  # fmt: skip
+    return {
+        i
+        for i in server
+        if resources[i][2] in SOFT
+        and resources[i][0] in TIER_ORDER
+        and any(d >= TIER_ORDER[resources[i][0]] for d in hard)
+    }
+
+
 def _components(nodes: list[int], edges: list[tuple[int, int]]) -> list[list[int]]:
     parent = {n: n for n in nodes}
 
@@ -281,6 +307,11 @@ def _classify(
         values[i].append(float(value))
     f = B.mean(axis=1)
 
+    bottleneck = [i for i in range(len(resources)) if f[i] > options.partial_min]
+    server = [i for i in bottleneck if resources[i][0] not in (CLIENT, HOST)]
+    pushed = _pushed_back(server, resources)
+    server = [i for i in server if i not in pushed]
+
     def resource_doc(i: int) -> dict[str, Any]:
         tier, node, res = resources[i]
         return {
@@ -289,11 +320,10 @@ def _classify(
             "resource": res,
             "saturation_fraction": float(f[i]),
             "state": "full" if f[i] >= options.full_min else "partial",
+            "role": "push-back" if i in pushed else "bottleneck",
             "mean_utilization": float(np.mean(values[i])) if values[i] else None,
         }
 
-    bottleneck = [i for i in range(len(resources)) if f[i] > options.partial_min]
-    server = [i for i in bottleneck if resources[i][0] not in (CLIENT, HOST)]
     client = [i for i in bottleneck if resources[i][0] == CLIENT]
     host = [i for i in bottleneck if resources[i][0] == HOST]
     docs = [resource_doc(i) for i in sorted(bottleneck, key=lambda i: (-f[i], resources[i]))]
@@ -318,8 +348,12 @@ def _classify(
         "pairs": pairs,
     }
     host_note = ""
+    if pushed:
+        host_note += "; push-back (full because a hardware resource downstream is): " + ", ".join(
+            f"{name[i]} {f[i]:.0%}" for i in sorted(pushed)
+        )
     if host:
-        host_note = "; host " + ", ".join(f"{name[i]} {f[i]:.0%}" for i in host)
+        host_note += "; host " + ", ".join(f"{name[i]} {f[i]:.0%}" for i in host)
     if client and max(f[i] for i in client) >= top_server:
         top = max(client, key=lambda i: f[i])
         return base | {
