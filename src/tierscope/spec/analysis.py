@@ -158,6 +158,8 @@ class ResourceDoc(BaseModel):
     resource: str
     saturation_fraction: float
     state: Literal["full", "partial"]
+    #: ``push-back``: a pool full because a hardware resource downstream is saturated.
+    role: Literal["bottleneck", "push-back"]
     mean_utilization: float | None
 
 
