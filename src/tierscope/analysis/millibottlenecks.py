@@ -262,6 +262,9 @@ def detect_episodes(
             hi = peak
             while hi < b and tw.q_mean[hi + 1] >= floor:
                 hi += 1
+            peak_queue = float(tw.q_max[lo : hi + 1].max())
+            if peak_queue < options.min_peak_queue:
+                continue
             start = _onset(tw, lo, peak, tl.t0, w)
             end = tl.t0 + (hi + 1) * w
             episodes.append(
@@ -274,7 +277,7 @@ def detect_episodes(
                     "duration": end - start,
                     "kind": _kind(end - start, options),
                     "source": "requests",
-                    "peak_queue": float(tw.q_max[lo : hi + 1].max()),
+                    "peak_queue": peak_queue,
                     "saturation_load": q_star,
                     "backlog_s": float(excess / cap),
                     "delay_s": slowest - typical,

@@ -67,6 +67,9 @@ class AnalysisOptions(BaseModel):
     """Very long response time threshold [s]."""
     min_delay_s: Positive = 0.05
     """Smallest delay [s] an episode must add to the tier's typical response time."""
+    min_peak_queue: Annotated[float, Field(ge=1.0)] = 2.0
+    """Requests that must be in the tier at once at an episode's peak: one slow request with
+    nobody waiting behind it is a slow request, not a bottleneck."""
     rt_factor: Annotated[float, Field(gt=1.0)] = 5.0
     """An episode's slowest point-in-time response time must reach this multiple of the typical."""
     core_fraction: OpenFraction = 0.1
