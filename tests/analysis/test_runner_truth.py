@@ -84,7 +84,18 @@ def test_stalls_are_found_with_start_and_root_tier(tmp_path: Path) -> None:
         {"web": {"cpu": 0.6}, "app": {"cpu": 0.6}, "db": {"cpu": 0.6}},
         sweep={"levels": [40], "repetitions": 1},
         phases={"ramp_up": 1, "steady": 15, "ramp_down": 0.5},
-        faults=[{"kind": "stall", "tier": "app", "at": 2.03, "duration": 0.3, "every": 2.03}],
+        # seven stalls inside the steady window, at a period that does not alias with the
+        # 50 ms monitor interval
+        faults=[
+            {
+                "kind": "stall",
+                "tier": "app",
+                "at": 2.03,
+                "duration": 0.3,
+                "every": 2.03,
+                "until": 15,
+            }
+        ],
     )
     run = read_run(tmp_path / "run")
     stalls = run.events.filter(pl.col("kind") == "stall").sort("t_start")

@@ -260,7 +260,8 @@ def _episodes(
         episodes = millibottlenecks.metric_episodes(metrics, options)
     else:
         episodes = []
-    millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s)
+    frozen = millibottlenecks.frozen_stretches(metrics, [t for t in tiers if t != CLIENT])
+    millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen)
     millibottlenecks.place(episodes, millibottlenecks.spans_of(run.events, run.points))
     if requests is not None:
         present = set(requests["tier"].unique().to_list())

@@ -395,11 +395,55 @@ def cross_check(
             ep["resource_confirmed"] = False
 
 
-def assign_roots(episodes: list[dict[str, Any]], tiers: Sequence[str], tie_s: float) -> None:
+def frozen_stretches(
+    metrics: pl.DataFrame | None, tiers: Sequence[str]
+) -> dict[str, list[tuple[float, float]]]:
+    """tier -> (start, end) stretches in which the tier neither accepted nor completed a request
+    (tier gauges ``arrivals_s`` and ``throughput_s`` both zero on every node), after having been
+    active within the second before. A paused process (a stall, a long GC, a descheduled VM)
+    looks like this, and so does every tier behind it, which receives nothing."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    if metrics is None or metrics.height == 0:
+        return out
+    rates = (
+        metrics.filter(pl.col("metric").is_in(["arrivals_s", "throughput_s"]))
+        .group_by("tier", "t")
+        .agg(pl.col("value").sum())
+        .sort("tier", "t")
+    )
+    for tier in tiers:
+        rows = rates.filter(pl.col("tier") == tier)
+        if rows.height < 3:
+            continue
+        t = rows["t"].to_numpy()
+        busy = rows["value"].to_numpy() > 0
+        stretches = []
+        for a, b in _runs(~busy, 0):
+            active_before = busy[max(0, np.searchsorted(t, t[a] - 1.0)) : a].any()
+            if a > 0 and active_before:
+                # a sample at t describes [t - interval, t): the stretch began one sample earlier
+                stretches.append((float(t[a - 1]), float(t[b])))
+        out[tier] = stretches
+    return out
+
+
+def assign_roots(
+    episodes: list[dict[str, Any]],
+    tiers: Sequence[str],
+    tie_s: float,
+    frozen: dict[str, list[tuple[float, float]]] | None = None,
+    min_frozen_s: float = 0.1,
+) -> None:
     """Group overlapping episodes of the same kind into incidents and name each one's root.
 
     Kinds are kept apart so that a sub-second stall inside a long saturation of another tier
     is its own incident (it has its own cause) rather than a part of the saturation.
+
+    The root is the deepest tier among the first to rise (push-back: every tier in front of the
+    culprit fills up at once). A paused tier cannot record the requests waiting for it, so its
+    own queue rises only after it resumes; when ``frozen`` (from :func:`frozen_stretches`) shows
+    a tier that accepted and completed nothing for ``min_frozen_s`` or more at the incident's
+    start while the tiers in front of it kept accepting, that tier is the root.
     """
     depth = {t: i for i, t in enumerate(tiers)}
     order = sorted(
@@ -432,10 +476,29 @@ def assign_roots(episodes: list[dict[str, Any]], tiers: Sequence[str], tie_s: fl
         for i in by_onset:
             if episodes[i]["tier"] not in onset:
                 onset.append(episodes[i]["tier"])
+        root_tier = episodes[root]["tier"]
+        paused = _paused_tier(frozen or {}, tiers, first, min_frozen_s)
         for i in group:
             episodes[i]["incident"] = incident
-            episodes[i]["root_tier"] = episodes[root]["tier"]
+            episodes[i]["root_tier"] = paused[0] if paused else root_tier
             episodes[i]["onset_order"] = onset
+            if paused:
+                episodes[i]["paused"] = {"tier": paused[0], "start": paused[1], "end": paused[2]}
+
+
+def _paused_tier(
+    frozen: dict[str, list[tuple[float, float]]],
+    tiers: Sequence[str],
+    first: float,
+    min_frozen_s: float,
+) -> tuple[str, float, float] | None:
+    """The shallowest tier frozen for ``min_frozen_s`` around ``first`` (an incident's start):
+    a paused tier freezes every tier behind it, so the shallowest one is the cause."""
+    for tier in tiers:
+        for a, b in frozen.get(tier, []):
+            if b - a >= min_frozen_s - 1e-9 and a - 0.2 <= first <= b:
+                return tier, a, b
+    return None
 
 
 def vlrt_links(

@@ -221,6 +221,13 @@ class IndicatorSet(BaseModel):
     uncovered: list[str]
 
 
+class PausedDoc(BaseModel):
+    model_config = _DOC
+    tier: str
+    start: float
+    end: float
+
+
 class Episode(BaseModel):
     model_config = _DOC
     tier: str
@@ -238,6 +245,8 @@ class Episode(BaseModel):
     root_tier: str
     incident: int
     onset_order: list[str]
+    #: The tier found paused (accepting and completing nothing) at the incident's start.
+    paused: PausedDoc | None = None
     resource_confirmed: bool | None
     setup: str | None
     level: float | None
