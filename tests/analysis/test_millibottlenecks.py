@@ -178,3 +178,36 @@ def test_real_cgroup_data_gives_one_saturation_episode_per_pinned_container(
         assert e["start"] == pytest.approx(first - origin, abs=0.1)
         assert e["end"] == pytest.approx(last - origin, abs=0.1)
         assert e["duration"] > 200
+
+
+def test_a_paused_tier_is_the_root_even_though_its_queue_rises_late() -> None:
+    """Tier gauges at 50 ms: app accepts and completes nothing from 5.0 to 5.3 s while web keeps
+    accepting; web's queue episode starts first, yet the root is the paused app. A web pause
+    freezes app and db too, and then web is the root (the shallowest paused tier)."""
+    from tierscope.analysis.millibottlenecks import assign_roots, frozen_stretches
+
+    t = np.round(np.arange(0.05, 10.0, 0.05), 2)
+
+    def gauges(paused: dict[str, tuple[float, float]]) -> pl.DataFrame:
+        rows = []
+        for tier in ("web", "app", "db"):
+            for ti in t:
+                off = any(a < ti <= b for tr, (a, b) in paused.items() if tr == tier)
+                for metric in ("arrivals_s", "throughput_s"):
+                    rows.append((ti, tier, f"{tier}-1", metric, 0.0 if off else 40.0))
+        return pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
+
+    def root(paused: dict[str, tuple[float, float]]) -> str:
+        episodes = [
+            {"tier": "web", "start": 5.02, "end": 5.5, "duration": 0.48, "kind": "millibottleneck"},
+            {"tier": "app", "start": 5.3, "end": 5.45, "duration": 0.15, "kind": "millibottleneck"},
+        ]
+        frozen = frozen_stretches(gauges(paused), ["web", "app", "db"])
+        assign_roots(episodes, ["client", "web", "app", "db"], 0.05, frozen)
+        assert episodes[0]["root_tier"] == episodes[1]["root_tier"]
+        return episodes[0]["root_tier"]
+
+    assert root({"app": (5.0, 5.3), "db": (5.0, 5.3)}) == "app"
+    assert root({"web": (5.0, 5.3), "app": (5.0, 5.3), "db": (5.0, 5.3)}) == "web"
+    # without gauges the onset rule applies: web rose first and is the deepest early tier
+    assert root({}) == "web"
