@@ -84,8 +84,8 @@ pub struct MixSpec {
     pub initial: Vec<f64>,
     /// Row i: probability of each next interaction after interaction i.
     pub transitions: Vec<Vec<f64>>,
-    /// Probability that a session ends after each request.
-    pub end_probability: f64,
+    /// Probability that the session ends after interaction i.
+    pub end: Vec<f64>,
     /// Interaction probabilities for open mode (independent draws): the chain's
     /// stationary distribution, computed by the caller.
     pub stationary: Vec<f64>,
@@ -107,6 +107,10 @@ pub struct Config {
     #[serde(default = "default_arrival")]
     pub arrival: Arrival,
     pub targets: Vec<TargetSpec>,
+    /// The first `base_targets` targets are shared out among users (the others serve
+    /// interactions with absolute URLs); `None`: all of them.
+    #[serde(default)]
+    pub base_targets: Option<usize>,
     pub interactions: Vec<InteractionSpec>,
     pub mix: MixSpec,
     #[serde(default = "default_policy")]
@@ -250,6 +254,14 @@ impl Config {
                 ));
             }
         }
+        if let Some(b) = self.base_targets {
+            if b > self.targets.len() {
+                return Err(bad(
+                    "base_targets",
+                    format!("{b} exceeds the {} targets", self.targets.len()),
+                ));
+            }
+        }
         let n = self.interactions.len();
         if n == 0 || n > u16::MAX as usize {
             return Err(bad(
@@ -295,17 +307,22 @@ impl Config {
         for (i, row) in self.mix.transitions.iter().enumerate() {
             check_probabilities(row, n, &format!("mix.transitions[{i}]"))?;
         }
-        let p = self.mix.end_probability;
-        if !(0.0..=1.0).contains(&p) {
+        if self.mix.end.len() != n {
             return Err(bad(
-                "mix.end_probability",
-                format!("must be in [0, 1], got {p}"),
+                "mix.end",
+                format!("has {} entries, expected {n}", self.mix.end.len()),
             ));
         }
-        if self.mode == Mode::PartlyOpen && p == 0.0 {
+        if let Some(i) = self.mix.end.iter().position(|p| !(0.0..=1.0).contains(p)) {
             return Err(bad(
-                "mix.end_probability",
-                "partly-open sessions must end: needs end_probability > 0",
+                format!("mix.end[{i}]"),
+                format!("must be in [0, 1], got {}", self.mix.end[i]),
+            ));
+        }
+        if self.mode == Mode::PartlyOpen && self.mix.end.iter().all(|&p| p == 0.0) {
+            return Err(bad(
+                "mix.end",
+                "partly-open sessions must end: needs an end probability > 0",
             ));
         }
         if let Some(t) = &self.think {
@@ -334,7 +351,7 @@ pub(crate) mod tests {
             r#"{{"mode":"{mode}","level":{level},"ramp_up_s":0,"steady_s":1,"ramp_down_s":0,
             "think":null,"targets":[{{"addr":"{addr}","host":"{addr}"}}],
             "interactions":[{{"name":"home","method":"GET","path":[{{"lit":"/"}}]}}],
-            "mix":{{"initial":[1],"transitions":[[1]],"end_probability":0.5,"stationary":[1]}},
+            "mix":{{"initial":[1],"transitions":[[1]],"end":[0.5],"stationary":[1]}},
             "max_outstanding":1000,"timeout_s":2,"threads":1,"seed":1,
             "late_threshold_s":0.002,"sample_interval_s":0.05,"keep_records":true,
             "user_agent":"t"}}"#

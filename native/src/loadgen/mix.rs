@@ -1,6 +1,6 @@
 //! The Markov chain that chooses interactions (RUBBoS/RUBiS-style transition tables).
 //!
-//! Design: after every request the session ends with probability `end_probability`;
+//! Design: after interaction `i` the session ends with probability `end[i]`;
 //! otherwise the next interaction is drawn from the row of the one just done. A new
 //! session starts from `initial`. Open mode has no sessions, so its requests are
 //! independent draws from the chain's stationary distribution (computed by the caller,
@@ -21,8 +21,7 @@ fn cumulative(p: &[f64]) -> Box<[f64]> {
         })
         .collect();
     // Guard against rounding: the last non-zero entry must catch every uniform below 1.
-    if let Some(last) = v.iter().rposition(|_| true) {
-        let top = v[last];
+    if let Some(&top) = v.last() {
         for c in v.iter_mut().rev() {
             if *c == top {
                 *c = f64::INFINITY;
@@ -45,7 +44,7 @@ pub struct Mix {
     initial: Box<[f64]>,
     rows: Box<[Box<[f64]>]>,
     stationary: Box<[f64]>,
-    end_probability: f64,
+    end: Box<[f64]>,
 }
 
 impl Mix {
@@ -55,7 +54,7 @@ impl Mix {
             initial: cumulative(&spec.initial),
             rows: spec.transitions.iter().map(|r| cumulative(r)).collect(),
             stationary: cumulative(&spec.stationary),
-            end_probability: spec.end_probability,
+            end: spec.end.clone().into_boxed_slice(),
         }
     }
 
@@ -68,7 +67,8 @@ impl Mix {
     /// Interaction after `i`, or `None` when the session ends.
     #[inline]
     pub fn next(&self, i: u16, rng: &mut Rng) -> Option<u16> {
-        if self.end_probability > 0.0 && rng.unit() < self.end_probability {
+        let end = self.end[i as usize];
+        if end > 0.0 && rng.unit() < end {
             return None;
         }
         Some(pick(&self.rows[i as usize], rng.unit()))
@@ -89,7 +89,7 @@ mod tests {
         MixSpec {
             initial: initial.to_vec(),
             transitions: rows.iter().map(|r| r.to_vec()).collect(),
-            end_probability: end,
+            end: vec![end; initial.len()],
             stationary: initial.to_vec(),
         }
     }

@@ -67,6 +67,8 @@ pub struct Plan {
     pub think: Option<Dist>,
     pub arrival: Arrival,
     pub targets: Vec<Target>,
+    /// How many targets (the first ones) users are spread over (at least 1).
+    pub base_targets: u32,
     pub interactions: Vec<Interaction>,
     pub mix: Mix,
     pub policy: ConnectionPolicy,
@@ -137,6 +139,7 @@ impl Plan {
             load_end: t0 + ns(profile.end()),
             think,
             arrival: cfg.arrival,
+            base_targets: cfg.base_targets.unwrap_or(cfg.targets.len()).max(1) as u32,
             targets,
             interactions,
             mix: Mix::new(&cfg.mix),

@@ -219,7 +219,7 @@ impl Worker {
             arrival_j: 0,
             next_seq: 0,
             next_session: 0,
-            next_target: (k % plan.targets.len()) as u32,
+            next_target: k as u32 % plan.base_targets,
             sweep_ns,
             read_buf: vec![0; READ_BUF],
             req_buf: Vec::with_capacity(1024),
@@ -309,7 +309,7 @@ impl Worker {
                         state: UserState::Waiting,
                         interaction,
                         session,
-                        target: (i % plan.targets.len() as u64) as u32,
+                        target: (i % plan.base_targets as u64) as u32,
                         conn: NONE,
                         stop_at: plan.at(stop),
                     });
@@ -496,7 +496,7 @@ impl Worker {
             Mode::Open => {
                 let i = plan.mix.independent(&mut self.choice_rng);
                 let target = plan.target_of(i, self.next_target);
-                self.next_target = (self.next_target + 1) % plan.targets.len() as u32;
+                self.next_target = (self.next_target + 1) % plan.base_targets;
                 let p = Pending {
                     id: self.next_id(),
                     intended: due,
@@ -535,7 +535,7 @@ impl Worker {
                         state: UserState::Waiting,
                         interaction,
                         session,
-                        target: (session % plan.targets.len() as u64) as u32,
+                        target: (session % plan.base_targets as u64) as u32,
                         conn: NONE,
                         stop_at: plan.load_end,
                     };

@@ -109,3 +109,58 @@ def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     for k, v in rows:
         t.add_row(k, fmt(v))
     return t
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{v * 1e3:.3g} ms"
+
+
+def load_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
+    """Tables of a load run summary (``tierscope load``)."""
+    head = Text(
+        f"{title + ' — ' if title else ''}{doc['mode']} load, "
+        f"{fmt(doc['level'])} {doc['level_unit']}"
+        + (f", mix {doc['mix']}" if doc.get("mix") else "")
+        + f", steady window {fmt(doc['steady']['duration_s'], 3)} s",
+        style="bold",
+    )
+    lat = doc["latency"]
+    main = key_values(
+        "steady window",
+        [
+            ("throughput [req/s]", doc["throughput"]),
+            ("requests", doc["requests"]),
+            ("errors", doc["errors"]),
+            *((f"  {k}", v) for k, v in doc["errors_by_class"].items()),
+            ("client CPU [cores]", doc["client_cpu"]),
+            ("timer lag p99", _ms(doc["lag"]["p99"])),
+            ("late requests", doc["late"]),
+            ("not sent", doc["not_sent"]),
+        ],
+    )
+    per = Table(title="latency (from intended start)", title_justify="left")
+    for col in ("interaction", "requests", "errors", "req/s", "p50", "p95", "p99", "max"):
+        per.add_column(col, justify="left" if col == "interaction" else "right")
+    rows = [("all", doc["requests"], doc["errors"], doc["throughput"], lat)]
+    if len(doc["interactions"]) > 1:
+        rows += [
+            (n, s["requests"], s["errors"], s["throughput"], s["latency"])
+            for n, s in doc["interactions"].items()
+        ]
+    for name, n, e, x, q in rows:
+        per.add_row(
+            name, fmt(n), fmt(e), fmt(x, 4), _ms(q["p50"]), _ms(q["p95"]), _ms(q["p99"]),
+            _ms(q["max"]),
+        )  # fmt: skip
+    parts: list[RenderableType] = [head, main, per]
+    if doc["client_bottleneck"] or doc["client_near_bottleneck"]:
+        word = (
+            "WAS the bottleneck"
+            if doc["client_bottleneck"]
+            else "came close to being the bottleneck"
+        )
+        parts.append(Text(f"the load generator {word}:", style="bold red"))
+        parts += [Text(f"  - {why}", style="red") for why in doc["client_bottleneck_why"]]
+    if doc.get("partial"):
+        parts.append(Text("partial: the run was stopped early", style="yellow"))
+    return Group(*parts)
