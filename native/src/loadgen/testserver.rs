@@ -254,7 +254,6 @@ struct ServerLoop {
     rng: Rng,
     body_bytes: usize,
     buf: Vec<u8>,
-    local_log: Vec<LogEntry>,
 }
 
 fn query_param<'a>(target: &'a str, name: &str) -> Option<&'a str> {
@@ -302,21 +301,15 @@ impl ServerLoop {
             rng: Rng::stream(seed, 0x7365_7276, k as u64),
             body_bytes,
             buf: vec![0; 64 * 1024],
-            local_log: Vec::new(),
         })
     }
 
     fn run(&mut self) {
         sys::tighten_timer_slack();
         let mut events = vec![sys::empty_event(); 512];
-        let mut last_flush = sys::mono_ns();
         while !self.shared.stop.load(Relaxed) {
             self.fire_timers();
             let now = sys::mono_ns();
-            if now - last_flush > MAX_WAIT_NS {
-                self.flush_log();
-                last_flush = now;
-            }
             let timeout = self
                 .timers
                 .peek()
@@ -336,15 +329,8 @@ impl ServerLoop {
                 }
             }
         }
-        self.flush_log();
         for c in 0..self.conns.len() {
             self.close(c as u32);
-        }
-    }
-
-    fn flush_log(&mut self) {
-        if !self.local_log.is_empty() {
-            lock(&self.shared.log).append(&mut self.local_log);
         }
     }
 
@@ -526,19 +512,18 @@ impl ServerLoop {
         }
         conn.close_after = a.close;
         self.shared.requests.fetch_add(1, Relaxed);
-        let pending = (a.received, a.delay_ns, a.request_id, a.status);
-        // Taken before the write, so that it precedes the client's receipt by causality.
-        let sent = sys::mono_ns();
-        self.write_out(c);
+        // Logged before the write, so the entry exists before the client can see the
+        // response, and `sent` precedes the client's receipt by causality.
         if self.shared.record {
-            self.local_log.push(LogEntry {
-                request_id: pending.2,
-                received: pending.0,
-                sent,
-                delay_ns: pending.1,
-                status: pending.3,
+            lock(&self.shared.log).push(LogEntry {
+                request_id: a.request_id,
+                received: a.received,
+                sent: sys::mono_ns(),
+                delay_ns: a.delay_ns,
+                status: a.status,
             });
         }
+        self.write_out(c);
     }
 
     fn write_out(&mut self, c: u32) {

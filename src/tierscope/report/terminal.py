@@ -139,8 +139,10 @@ def load_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
         ],
     )
     per = Table(title="latency (from intended start)", title_justify="left")
-    for col in ("interaction", "requests", "errors", "req/s", "p50", "p95", "p99", "max"):
-        per.add_column(col, justify="left" if col == "interaction" else "right")
+    widest = max([3, *(len(n) for n in doc["interactions"])])
+    per.add_column("interaction", min_width=min(widest, 32), no_wrap=True)
+    for col in ("requests", "errors", "req/s", "p50", "p95", "p99", "max"):
+        per.add_column(col, justify="right")
     rows = [("all", doc["requests"], doc["errors"], doc["throughput"], lat)]
     if len(doc["interactions"]) > 1:
         rows += [
