@@ -62,7 +62,9 @@ def joined(result: LoadResult, srv: TestServer) -> pl.DataFrame:
 
 def require(binary: str, package: str) -> str:
     """Path of ``binary``; skip (fail under CI=true) naming the Debian package to install."""
-    path = shutil.which(binary) or (f"/usr/sbin/{binary}" if Path(f"/usr/sbin/{binary}").exists() else None)
+    path = shutil.which(binary) or (
+        f"/usr/sbin/{binary}" if Path(f"/usr/sbin/{binary}").exists() else None
+    )
     if path is None:
         message = f"needs {binary}: apt-get install -y {package}"
         if os.environ.get("CI") == "true":
@@ -106,7 +108,9 @@ http {{
     (www / "index.html").chmod(0o644)
     log = root / "nginx.out"
     with log.open("wb") as out:
-        proc = subprocess.Popen([binary, "-c", str(conf), "-g", "daemon off;"], stdout=out, stderr=out)
+        proc = subprocess.Popen(
+            [binary, "-c", str(conf), "-g", "daemon off;"], stdout=out, stderr=out
+        )
     deadline = time.monotonic() + 5
     try:
         while True:

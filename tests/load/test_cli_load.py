@@ -1,4 +1,5 @@
-"""``tierscope load``: one JSON document with --json, run folders with --out, exit 2 on bad input."""
+"""``tierscope load``: one JSON document with --json, run folders with --out, exit 2 on bad
+input."""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def test_malformed_workload_file_exits_2_naming_the_field(
         "mode: closed\ninteractions:\n  - {name: a, url: '/a?id={int:1:1O}'}\n"
         "mixes: {m: {initial: {a: 1}, transitions: {b: {a: 1}}}}\n"
     )
-    code, out, err = run(capsys, "load", str(bad), "--json")
+    code, _, err = run(capsys, "load", str(bad), "--json")
     assert code == 2
     assert str(bad) in err
     assert "interactions[0].url" in err

@@ -23,8 +23,10 @@ def test_keep_alive_closed_loop(nginx: str) -> None:
     assert s["totals"]["connects"] <= 8 + s["totals"]["sent"] // 1000 + 8
     assert s["totals"]["retries"] == 0
     assert (result.requests["status"] == "200").all()
-    head = result.requests["bytes"].min()
-    assert result.requests["bytes"].max() == head > 612  # the whole response, every time
+    # The whole response every time (the last one on a connection says "close", not
+    # "keep-alive", hence a few bytes less).
+    sizes = result.requests["bytes"]
+    assert sizes.min() > 612 and sizes.max() - sizes.min() <= 5
 
 
 def test_head_404_and_mixed_interactions(nginx: str) -> None:

@@ -139,7 +139,7 @@ def test_headers_the_generator_owns_are_refused() -> None:
 
 
 def test_partly_open_sessions_must_end() -> None:
-    (loc, msg) = _problems(_doc(mode="partly-open"))[0]
+    (_, msg) = _problems(_doc(mode="partly-open"))[0]
     assert "must end" in msg
     w = parse_workload(_doc(mode="partly-open", mixes={"m": {"end_probability": 0.25}}))
     assert w.chain().mean_session_requests() == pytest.approx(4.0)
@@ -181,7 +181,9 @@ def test_weights_without_mixes_are_independent_draws() -> None:
 
 
 def test_merge_replaces_distributions_and_lists() -> None:
-    base = _doc(think_time={"dist": "uniform", "low": 1, "high": 3}, mixes={"m": {"initial": {"a": 1}}})
+    base = _doc(
+        think_time={"dist": "uniform", "low": 1, "high": 3}, mixes={"m": {"initial": {"a": 1}}}
+    )
     merged = merge_workload(
         base, {"think_time": {"dist": "exp", "mean": 0.5}, "mixes": {"m": {"end_probability": 0.1}}}
     )

@@ -137,6 +137,10 @@ pub struct Config {
     /// CLOCK_MONOTONIC time (s) at which the load starts; `None`: a few ms after start().
     #[serde(default)]
     pub start_at: Option<f64>,
+    /// Nice value for the worker threads (best effort), so timers are not starved by
+    /// other processes on a busy machine; `None`: inherit.
+    #[serde(default)]
+    pub nice: Option<i32>,
 }
 
 fn default_arrival() -> Arrival {
@@ -327,6 +331,11 @@ impl Config {
         }
         if let Some(t) = &self.think {
             Dist::parse(t, "think")?;
+        }
+        if let Some(n) = self.nice {
+            if !(-20..=19).contains(&n) {
+                return Err(bad("nice", format!("must be in -20..=19, got {n}")));
+            }
         }
         if let Some(s) = self.start_at {
             check_nonneg(s, "start_at")?;

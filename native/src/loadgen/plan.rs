@@ -14,7 +14,7 @@ use super::config::{Arrival, Config, ConnectionPolicy, Mode};
 use super::mix::Mix;
 use super::profile::{Phase, Profile};
 use super::sys::NS_PER_S;
-use super::template::{Template, Vars};
+use super::template::{push_u64, Template, Vars};
 
 /// A server requests go to.
 #[derive(Debug, Clone)]
@@ -83,6 +83,7 @@ pub struct Plan {
     pub keep_records: bool,
     pub user_agent: Box<[u8]>,
     pub threads: usize,
+    pub nice: Option<i32>,
 }
 
 fn ns(s: f64) -> i64 {
@@ -155,6 +156,7 @@ impl Plan {
             keep_records: cfg.keep_records,
             user_agent: cfg.user_agent.as_bytes().into(),
             threads: cfg.threads,
+            nice: cfg.nice,
         })
     }
 
@@ -208,7 +210,7 @@ impl Plan {
         out.extend_from_slice(&self.user_agent);
         out.extend_from_slice(b"\r\nX-Request-Id: ");
         out.extend_from_slice(&self.id_prefix);
-        let _ = std::io::Write::write_fmt(out, format_args!("{}", p.id));
+        push_u64(out, p.id);
         out.extend_from_slice(b"\r\n");
         for (name, value) in &it.headers {
             out.extend_from_slice(name);
@@ -223,10 +225,9 @@ impl Plan {
             Some(body) => {
                 scratch.clear();
                 body.render(&vars, rng, scratch);
-                let _ = std::io::Write::write_fmt(
-                    out,
-                    format_args!("Content-Length: {}\r\n\r\n", scratch.len()),
-                );
+                out.extend_from_slice(b"Content-Length: ");
+                push_u64(out, scratch.len() as u64);
+                out.extend_from_slice(b"\r\n\r\n");
                 out.extend_from_slice(scratch);
             }
             None => out.extend_from_slice(b"\r\n"),

@@ -48,6 +48,8 @@ pub struct Summary {
     pub steady: Steady,
     pub totals: Totals,
     pub stopped: bool,
+    /// The nice value every worker thread runs at (`None`: not requested or not permitted).
+    pub nice: Option<i32>,
 }
 
 impl Summary {
@@ -264,16 +266,19 @@ impl LoadRun {
         }
         let mut steady = Steady::new(self.plan.interactions.len());
         let mut totals = Totals::default();
+        let mut nice_everywhere = self.plan.nice.is_some();
         for w in &self.shared.workers {
             if let Some(r) = lock(&w.result).as_ref() {
                 steady.merge(&r.steady);
                 totals.merge(&r.totals);
+                nice_everywhere &= r.nice_applied;
             }
         }
         Some(Summary {
             steady,
             totals,
             stopped: self.shared.stopping(),
+            nice: self.plan.nice.filter(|_| nice_everywhere),
         })
     }
 }

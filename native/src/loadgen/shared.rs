@@ -62,6 +62,8 @@ impl Rolling {
 pub struct WorkerResult {
     pub steady: Steady,
     pub totals: Totals,
+    /// Whether the requested nice value could be applied to the thread.
+    pub nice_applied: bool,
 }
 
 /// One worker's side of the shared state.

@@ -52,6 +52,16 @@ pub fn tighten_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Sets the calling thread's nice value; false if not permitted (needs CAP_SYS_NICE to
+/// go below 0).
+pub fn set_thread_nice(nice: i32) -> bool {
+    // SAFETY: gettid has no arguments; setpriority on our own thread id only affects it.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice) == 0
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit; returns the new soft limit.
 pub fn raise_open_files_limit() -> u64 {
     let mut lim = libc::rlimit {

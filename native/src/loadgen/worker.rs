@@ -158,6 +158,7 @@ pub struct Worker {
     lag_pos: usize,
     machine_prev: Option<(u64, u64)>,
     ticks: u64,
+    nice_applied: bool,
     draining: bool,
     stopped: bool,
 }
@@ -235,6 +236,7 @@ impl Worker {
             lag_pos: 0,
             machine_prev: None,
             ticks: 0,
+            nice_applied: false,
             draining: false,
             stopped: false,
             plan,
@@ -245,6 +247,7 @@ impl Worker {
     /// Runs the worker's share of the load to the end (or until stopped).
     pub fn run(mut self) {
         sys::tighten_timer_slack();
+        self.nice_applied = self.plan.nice.is_some_and(sys::set_thread_nice);
         self.machine_prev = if self.k == 0 {
             sys::machine_cpu_jiffies()
         } else {
@@ -259,11 +262,7 @@ impl Worker {
             if self.finished() {
                 break;
             }
-            let timeout = self
-                .timers
-                .peek()
-                .map(|Reverse((d, _))| (d - sys::mono_ns()).max(0));
-            let n = match self.poller.wait(&mut self.events, timeout) {
+            let n = match self.wait_events() {
                 Ok(n) => n,
                 Err(e) => {
                     self.shared.fail(format!("epoll_wait failed: {e}"));
@@ -277,6 +276,15 @@ impl Worker {
             }
         }
         self.finish();
+    }
+
+    /// Waits for readiness or the next timer.
+    fn wait_events(&mut self) -> std::io::Result<usize> {
+        let timeout = self
+            .timers
+            .peek()
+            .map(|Reverse((d, _))| (d - sys::mono_ns()).max(0));
+        self.poller.wait(&mut self.events, timeout)
     }
 
     fn finished(&self) -> bool {
@@ -443,31 +451,38 @@ impl Worker {
 
     /// The user's response (or error) arrived at `now`: think, then the next request.
     fn user_after(&mut self, u: u32, now: i64, error: ErrorClass) {
-        let plan = self.plan.clone();
         if self.stopped || self.draining {
             self.users[u as usize].state = UserState::Waiting;
             self.user_done(u);
             return;
         }
-        let user = &mut self.users[u as usize];
-        user.state = UserState::Waiting;
-        match plan.mix.next(user.interaction, &mut user.rng) {
-            Some(i) => user.interaction = i,
+        // Field borrows (not a clone of the plan's Arc): this runs once per request.
+        let (next, mode, policy) = {
+            let plan = &*self.plan;
+            let user = &mut self.users[u as usize];
+            user.state = UserState::Waiting;
+            let next = plan.mix.next(user.interaction, &mut user.rng);
+            (next, plan.mode, plan.policy)
+        };
+        match next {
+            Some(i) => self.users[u as usize].interaction = i,
             None => {
-                let c = user.conn;
-                if plan.mode == Mode::PartlyOpen {
+                let c = self.users[u as usize].conn;
+                if mode == Mode::PartlyOpen {
                     self.user_done(u);
                     return;
                 }
-                if plan.policy == ConnectionPolicy::PerSession && c != NONE {
+                if policy == ConnectionPolicy::PerSession && c != NONE {
                     self.drop_conn(c);
                 }
                 let session = self.new_session();
+                let plan = &*self.plan;
                 let user = &mut self.users[u as usize];
                 user.session = session;
                 user.interaction = plan.mix.first(&mut user.rng);
             }
         }
+        let plan = &*self.plan;
         let user = &mut self.users[u as usize];
         let mut think = plan
             .think
@@ -478,7 +493,9 @@ impl Worker {
         }
         let due = now + think;
         if due >= user.stop_at {
-            self.user_done(u);
+            // Thinking past its stop time: the user stays (with its connection) until then.
+            let stop = user.stop_at;
+            self.timers.push(Reverse((stop, key(WAKE, u))));
         } else if think == 0 && matches!(error, ErrorClass::None | ErrorClass::Http) {
             self.user_issue(u, now);
         } else {
@@ -645,8 +662,20 @@ impl Worker {
     }
 
     fn on_connected(&mut self, c: u32) {
+        // From now on only readability is watched: with writability too, every request would
+        // bring a spurious EPOLLOUT edge when the peer's ACK frees send-buffer space.
+        self.set_write_interest(c, false);
         self.conns[c as usize].state = ConnState::Busy;
         self.start_write(c);
+    }
+
+    /// Watches `c` for writability (while a request is partly written) or not.
+    fn set_write_interest(&mut self, c: u32, on: bool) {
+        let conn = &self.conns[c as usize];
+        let fd = conn.fd.as_ref().expect("open").as_raw_fd();
+        let flags = if on { READ | WRITE | EDGE } else { READ | EDGE };
+        // A failure leaves the old interest; the timeout sweep still ends a stuck request.
+        let _ = self.poller.modify(fd, token(c, conn.gen), flags);
     }
 
     fn send_on(&mut self, c: u32, mut p: Pending) {
@@ -683,8 +712,14 @@ impl Worker {
         let fd = conn.fd.as_ref().expect("open").as_raw_fd();
         match sys::write(fd, req_buf) {
             Ok(Io::Done(n)) if n == req_buf.len() => {}
-            Ok(Io::Done(n)) => conn.unsent.extend_from_slice(&req_buf[n..]),
-            Ok(Io::WouldBlock) => conn.unsent.extend_from_slice(req_buf),
+            Ok(Io::Done(n)) => {
+                conn.unsent.extend_from_slice(&req_buf[n..]);
+                self.set_write_interest(c, true);
+            }
+            Ok(Io::WouldBlock) => {
+                conn.unsent.extend_from_slice(req_buf);
+                self.set_write_interest(c, true);
+            }
             Err(_) => self.io_failed(c, ErrorClass::Closed),
         }
     }
@@ -695,6 +730,9 @@ impl Worker {
         match sys::write(fd, &conn.unsent) {
             Ok(Io::Done(n)) => {
                 conn.unsent.drain(..n);
+                if conn.unsent.is_empty() {
+                    self.set_write_interest(c, false);
+                }
             }
             Ok(Io::WouldBlock) => {}
             Err(_) => self.io_failed(c, ErrorClass::Closed),
@@ -1108,6 +1146,7 @@ impl Worker {
         *lock(&me.result) = Some(WorkerResult {
             steady: std::mem::replace(&mut self.steady, Steady::new(0)),
             totals: self.totals,
+            nice_applied: self.nice_applied,
         });
     }
 }

@@ -249,6 +249,7 @@ impl LoadRun {
         };
         let d = PyDict::new(py);
         d.set_item("stopped", s.stopped)?;
+        d.set_item("nice", s.nice)?;
         let t = &s.totals;
         let totals = PyDict::new(py);
         totals.set_item("sent", t.sent)?;

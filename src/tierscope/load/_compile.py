@@ -164,7 +164,11 @@ def native_config(
             "initial": chain.initial.tolist(),
             "transitions": chain.transitions.tolist(),
             "end": chain.end.tolist(),
-            "stationary": chain.stationary().tolist(),
+            # Only open mode draws from it; elsewhere skip the linear algebra (whose BLAS
+            # threads would otherwise spin beside the generator as it starts).
+            "stationary": (
+                chain.stationary() if workload.mode == "open" else chain.initial
+            ).tolist(),
         },
         "connection": CONNECTION_NATIVE[workload.connection],
         **options,

@@ -175,6 +175,7 @@ def summary_doc(
         "client_cpu_max_thread": busiest,
         "lag": lag,
         "machine_cpu_busy": machine_busy,
+        "client_nice": native["nice"],
         "client_bottleneck": bottleneck,
         "client_near_bottleneck": near,
         "client_bottleneck_why": why,
