@@ -160,7 +160,8 @@ def run_tierscope(url: str) -> dict[str, float]:
     from tierscope.load import LoadGenerator
     from tierscope.spec.workload import url_workload
 
-    gen = LoadGenerator(url_workload(url), keep_requests=True)
+    # Normal priority, like wrk: the comparison is of the engines, not of scheduling classes.
+    gen = LoadGenerator(url_workload(url), keep_requests=True, priority="normal")
     before = _cpu(resource.getrusage(resource.RUSAGE_SELF))
     result = gen.start(CONNECTIONS, 0.0, RUN_S, 0.0).wait()
     cpu = _cpu(resource.getrusage(resource.RUSAGE_SELF)) - before

@@ -238,10 +238,9 @@ def load(
         typer.Option(help="Server for relative workload URLs (repeat for several)."),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random streams.")] = 1,
-    nice: Annotated[
-        int | None,
-        typer.Option(help="Nice value of the generator threads (default -10 where permitted)."),
-    ] = None,
+    priority: Annotated[
+        str, typer.Option(help="Generator threads' CPU priority: realtime | high | normal.")
+    ] = "realtime",
     out: Annotated[
         Path | None,
         typer.Option(metavar="RUN_DIR", help="Write a run folder (requests, client metrics)."),
@@ -251,7 +250,6 @@ def load(
     """Offer HTTP load (closed, open or partly open) and measure latency without coordinated
     omission; flags runs where the load generator itself was the bottleneck."""
     from tierscope.load import LoadGenerator, record_load
-    from tierscope.load.generator import DEFAULT_NICE
     from tierscope.load.options import workload_from_options
     from tierscope.report import terminal
 
@@ -276,7 +274,7 @@ def load(
         threads=threads,
         max_outstanding=max_outstanding,
         keep_requests=out is None,
-        nice=DEFAULT_NICE if nice is None else nice,
+        priority=priority,
     )
     progress = None if as_json else _LoadProgress(warmup + duration + ramp_down)
     try:

@@ -46,6 +46,20 @@ pub enum ConnectionPolicy {
     PerRequest,
 }
 
+/// How the worker threads ask the kernel for CPU (every step is best effort: without the
+/// privilege, the thread keeps the next lower class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    /// Normal scheduling.
+    Normal,
+    /// Nice -10: a larger CPU share and earlier wake-ups than normal processes.
+    High,
+    /// Real-time FIFO while the workload has timers (think times, arrivals) and the thread
+    /// stays light; a thread that uses more than half a core drops to `High`.
+    Realtime,
+}
+
 /// One server the requests go to.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,10 +151,13 @@ pub struct Config {
     /// CLOCK_MONOTONIC time (s) at which the load starts; `None`: a few ms after start().
     #[serde(default)]
     pub start_at: Option<f64>,
-    /// Nice value for the worker threads (best effort), so timers are not starved by
-    /// other processes on a busy machine; `None`: inherit.
-    #[serde(default)]
-    pub nice: Option<i32>,
+    /// Scheduling priority of the worker threads (best effort).
+    #[serde(default = "default_priority")]
+    pub priority: Priority,
+}
+
+fn default_priority() -> Priority {
+    Priority::Normal
 }
 
 fn default_arrival() -> Arrival {
@@ -331,11 +348,6 @@ impl Config {
         }
         if let Some(t) = &self.think {
             Dist::parse(t, "think")?;
-        }
-        if let Some(n) = self.nice {
-            if !(-20..=19).contains(&n) {
-                return Err(bad("nice", format!("must be in -20..=19, got {n}")));
-            }
         }
         if let Some(s) = self.start_at {
             check_nonneg(s, "start_at")?;

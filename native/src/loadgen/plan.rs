@@ -10,7 +10,7 @@ use crate::des::dist::Dist;
 use crate::des::rng::Rng;
 use crate::error::Result;
 
-use super::config::{Arrival, Config, ConnectionPolicy, Mode};
+use super::config::{Arrival, Config, ConnectionPolicy, Mode, Priority};
 use super::mix::Mix;
 use super::profile::{Phase, Profile};
 use super::sys::NS_PER_S;
@@ -83,7 +83,7 @@ pub struct Plan {
     pub keep_records: bool,
     pub user_agent: Box<[u8]>,
     pub threads: usize,
-    pub nice: Option<i32>,
+    pub priority: Priority,
 }
 
 fn ns(s: f64) -> i64 {
@@ -156,7 +156,7 @@ impl Plan {
             keep_records: cfg.keep_records,
             user_agent: cfg.user_agent.as_bytes().into(),
             threads: cfg.threads,
-            nice: cfg.nice,
+            priority: cfg.priority,
         })
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{NativeError, Result};
 
-use super::config::{Config, Mode};
+use super::config::{Config, Mode, Priority};
 use super::plan::Plan;
 use super::shared::{lock, DoneGuard, Shared};
 use super::stats::{histogram, InteractionStats, Quantiles, Record, Sample, Steady, Totals};
@@ -48,8 +48,10 @@ pub struct Summary {
     pub steady: Steady,
     pub totals: Totals,
     pub stopped: bool,
-    /// The nice value every worker thread runs at (`None`: not requested or not permitted).
-    pub nice: Option<i32>,
+    /// The lowest priority any worker thread ran at in the end.
+    pub priority: Priority,
+    /// Whether a thread dropped from real time because it used too much CPU.
+    pub demoted: bool,
 }
 
 impl Summary {
@@ -266,19 +268,22 @@ impl LoadRun {
         }
         let mut steady = Steady::new(self.plan.interactions.len());
         let mut totals = Totals::default();
-        let mut nice_everywhere = self.plan.nice.is_some();
+        let mut priority = self.plan.priority;
+        let mut demoted = false;
         for w in &self.shared.workers {
             if let Some(r) = lock(&w.result).as_ref() {
                 steady.merge(&r.steady);
                 totals.merge(&r.totals);
-                nice_everywhere &= r.nice_applied;
+                priority = priority.min(r.priority);
+                demoted |= r.demoted;
             }
         }
         Some(Summary {
             steady,
             totals,
             stopped: self.shared.stopping(),
-            nice: self.plan.nice.filter(|_| nice_everywhere),
+            priority,
+            demoted,
         })
     }
 }

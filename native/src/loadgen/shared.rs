@@ -11,6 +11,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use hdrhistogram::Histogram;
 
+use super::config::Priority;
 use super::stats::{histogram, Record, Sample, Steady, Totals};
 
 /// Locks `m`, ignoring poisoning (a panicked worker must not hide what others measured).
@@ -62,8 +63,9 @@ impl Rolling {
 pub struct WorkerResult {
     pub steady: Steady,
     pub totals: Totals,
-    /// Whether the requested nice value could be applied to the thread.
-    pub nice_applied: bool,
+    /// The priority the thread ran at in the end, and whether it dropped from real time.
+    pub priority: Priority,
+    pub demoted: bool,
 }
 
 /// One worker's side of the shared state.

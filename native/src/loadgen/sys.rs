@@ -62,6 +62,21 @@ pub fn set_thread_nice(nice: i32) -> bool {
     }
 }
 
+/// Puts the calling thread in the real-time FIFO class at the lowest real-time priority
+/// (`false` if not permitted), or back in the normal class.
+pub fn set_thread_realtime(on: bool) -> bool {
+    let param = libc::sched_param {
+        sched_priority: i32::from(on),
+    };
+    let policy = if on {
+        libc::SCHED_FIFO
+    } else {
+        libc::SCHED_OTHER
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is valid for the call.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
 /// Raises the soft limit on open files to the hard limit; returns the new soft limit.
 pub fn raise_open_files_limit() -> u64 {
     let mut lim = libc::rlimit {

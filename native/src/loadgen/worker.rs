@@ -21,7 +21,7 @@ use hdrhistogram::Histogram;
 
 use crate::des::rng::Rng;
 
-use super::config::{Arrival, ConnectionPolicy, Mode};
+use super::config::{Arrival, ConnectionPolicy, Mode, Priority};
 use super::http::{Feed, ResponseParser};
 use super::plan::{Pending, Plan, NONE};
 use super::profile::Phase;
@@ -48,6 +48,10 @@ const STREAM_CHOICE: u64 = 0x63_68_6f_69;
 /// so a refused port is not hammered in a tight loop.
 const CONNECT_BACKOFF_NS: i64 = 10_000_000;
 const READ_BUF: usize = 64 * 1024;
+/// Nice value of `Priority::High`.
+const HIGH_NICE: i32 = -10;
+/// Share of a core above which a real-time worker steps down to `High`.
+const REALTIME_MAX_CPU: f64 = 0.5;
 const MAX_EVENTS: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +162,9 @@ pub struct Worker {
     lag_pos: usize,
     machine_prev: Option<(u64, u64)>,
     ticks: u64,
-    nice_applied: bool,
+    priority: Priority,
+    demoted: bool,
+    cpu_ring: Vec<i64>,
     draining: bool,
     stopped: bool,
 }
@@ -236,7 +242,9 @@ impl Worker {
             lag_pos: 0,
             machine_prev: None,
             ticks: 0,
-            nice_applied: false,
+            priority: Priority::Normal,
+            demoted: false,
+            cpu_ring: vec![0; slots],
             draining: false,
             stopped: false,
             plan,
@@ -247,7 +255,7 @@ impl Worker {
     /// Runs the worker's share of the load to the end (or until stopped).
     pub fn run(mut self) {
         sys::tighten_timer_slack();
-        self.nice_applied = self.plan.nice.is_some_and(sys::set_thread_nice);
+        self.priority = self.raise_priority();
         self.machine_prev = if self.k == 0 {
             sys::machine_cpu_jiffies()
         } else {
@@ -287,6 +295,40 @@ impl Worker {
         self.poller.wait(&mut self.events, timeout)
     }
 
+    /// Asks for the configured priority, stepping down where not permitted. Real time only
+    /// helps workloads with timers; a closed loop without think time has none.
+    fn raise_priority(&self) -> Priority {
+        let plan = &self.plan;
+        let has_timers = plan.think.is_some() || plan.mode != Mode::Closed;
+        if plan.priority == Priority::Realtime && has_timers && sys::set_thread_realtime(true) {
+            return Priority::Realtime;
+        }
+        if plan.priority >= Priority::High && sys::set_thread_nice(HIGH_NICE) {
+            return Priority::High;
+        }
+        Priority::Normal
+    }
+
+    /// A real-time thread that uses more than `REALTIME_MAX_CPU` of a core over the last
+    /// second drops to `High`, so it can never starve the machine (or the system under test).
+    fn guard_realtime(&mut self, cpu: i64) {
+        let oldest = self.cpu_ring[self.lag_pos];
+        self.cpu_ring[self.lag_pos] = cpu;
+        let window = self.cpu_ring.len() as i64 * self.plan.tick_ns;
+        if self.priority == Priority::Realtime
+            && self.ticks > self.cpu_ring.len() as u64
+            && (cpu - oldest) as f64 > REALTIME_MAX_CPU * window as f64
+        {
+            sys::set_thread_realtime(false);
+            self.priority = if sys::set_thread_nice(HIGH_NICE) {
+                Priority::High
+            } else {
+                Priority::Normal
+            };
+            self.demoted = true;
+        }
+    }
+
     fn finished(&self) -> bool {
         self.stopped || (self.draining && self.outstanding == 0)
     }
@@ -308,8 +350,12 @@ impl Worker {
                     let (start, stop) = plan.profile.user_window(i, n);
                     let mut rng = Rng::stream(plan.seed, STREAM_USER, i);
                     let interaction = plan.mix.first(&mut rng);
-                    // A first think time staggers the start as a stationary process would.
-                    let think = plan.think.as_ref().map_or(0.0, |d| d.sample(&mut rng));
+                    // Without a ramp, a first think time staggers the start (as a stationary
+                    // process would); with one, the ramp staggers and users start at once.
+                    let think = match &plan.think {
+                        Some(d) if plan.profile.ramp_up == 0.0 => d.sample(&mut rng),
+                        _ => 0.0,
+                    };
                     let session = self.new_session();
                     let slot = self.users.len() as u32;
                     self.users.push(User {
@@ -1026,6 +1072,7 @@ impl Worker {
             connections: self.open_conns as u32,
             machine_busy,
         };
+        self.guard_realtime(cpu);
         self.lag_ring[self.lag_pos] = self.tick_lag_max;
         self.lag_pos = (self.lag_pos + 1) % self.lag_ring.len();
         self.tick_lag_max = 0;
@@ -1146,7 +1193,8 @@ impl Worker {
         *lock(&me.result) = Some(WorkerResult {
             steady: std::mem::replace(&mut self.steady, Steady::new(0)),
             totals: self.totals,
-            nice_applied: self.nice_applied,
+            priority: self.priority,
+            demoted: self.demoted,
         });
     }
 }

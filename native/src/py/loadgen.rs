@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::to_py_err;
-use crate::loadgen::config::Config;
+use crate::loadgen::config::{Config, Priority};
 use crate::loadgen::stats::{InteractionStats, Quantiles, Steady};
 use crate::loadgen::{LoadRun as Run, TestServer as Server, ERROR_NAMES};
 
@@ -249,7 +249,15 @@ impl LoadRun {
         };
         let d = PyDict::new(py);
         d.set_item("stopped", s.stopped)?;
-        d.set_item("nice", s.nice)?;
+        d.set_item(
+            "priority",
+            match s.priority {
+                Priority::Realtime => "realtime",
+                Priority::High => "high",
+                Priority::Normal => "normal",
+            },
+        )?;
+        d.set_item("priority_demoted", s.demoted)?;
         let t = &s.totals;
         let totals = PyDict::new(py);
         totals.set_item("sent", t.sent)?;

@@ -175,7 +175,7 @@ def summary_doc(
         "client_cpu_max_thread": busiest,
         "lag": lag,
         "machine_cpu_busy": machine_busy,
-        "client_nice": native["nice"],
+        "client_priority": native["priority"],
         "client_bottleneck": bottleneck,
         "client_near_bottleneck": near,
         "client_bottleneck_why": why,
@@ -184,6 +184,11 @@ def summary_doc(
         "totals": dict(native["totals"]),
         "partial": bool(native["stopped"]) or failure is not None,
     }
+    if native["priority_demoted"]:
+        doc["client_bottleneck_why"].append(
+            "a generator thread used more than half a core and left the real-time class"
+        )
+        doc["client_near_bottleneck"] = True
     if facts.get("mode") == "partly-open":
         doc["sessions"] = {
             "started": native["sessions_started"],
