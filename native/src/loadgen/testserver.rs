@@ -12,7 +12,7 @@
 //!
 //! Query parameters: `delay_ms` (overrides the distribution), `size` (body bytes),
 //! `status` (response status), `close=1` (close after responding), `chunked=1`
-//! (chunked body).
+//! (chunked body), `abort=1` (close the connection instead of responding).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -228,6 +228,8 @@ struct Answer {
     size: usize,
     close: bool,
     chunked: bool,
+    /// Close the connection instead of answering.
+    abort: bool,
     head_method: bool,
 }
 
@@ -449,6 +451,7 @@ impl ServerLoop {
                 .unwrap_or(self.body_bytes),
             close: head.close || query_param(t, "close") == Some("1"),
             chunked: query_param(t, "chunked") == Some("1"),
+            abort: query_param(t, "abort") == Some("1"),
             head_method: head.head_method,
         };
         let due = now + delay_ns;
@@ -483,6 +486,10 @@ impl ServerLoop {
     fn respond(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
         let a = conn.waiting.take().expect("a request is waiting");
+        if a.abort {
+            self.close(c);
+            return;
+        }
         conn.out.clear();
         conn.out_off = 0;
         let out = &mut conn.out;

@@ -5,9 +5,10 @@ It runs on native threads in the calling process (``TestServer``) or as its own 
 drawn from ``delay`` (a distribution in the model format, e.g. ``{"dist": "exp", "mean": 0.01}``,
 or a number of seconds), overridden per request by the query parameter ``delay_ms``; ``stall(s)``
 freezes all responses for ``s`` seconds. Further query parameters: ``size`` (body bytes),
-``status``, ``close=1``, ``chunked=1``. With ``record=True`` the server logs every request's
-``X-Request-Id`` with its arrival and departure time (CLOCK_MONOTONIC seconds): the ground truth
-the load generator's own measurements are checked against.
+``status``, ``close=1``, ``chunked=1``, ``abort=1`` (close without answering). With
+``record=True`` the server logs every request's ``X-Request-Id`` with its arrival and departure
+time (CLOCK_MONOTONIC seconds): the ground truth the load generator's own measurements are
+checked against.
 """
 
 from __future__ import annotations
