@@ -112,7 +112,7 @@ def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 def _ms(v: Any) -> str:
-    return "—" if v is None else f"{v * 1e3:.3g} ms"
+    return "—" if v is None else f"{v * 1e3:.3g}"
 
 
 def load_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
@@ -124,26 +124,25 @@ def load_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
         + f", steady window {fmt(doc['steady']['duration_s'], 3)} s",
         style="bold",
     )
-    lat = doc["latency"]
     main = key_values(
         "steady window",
         [
-            ("throughput [req/s]", doc["throughput"]),
+            (r"throughput \[req/s]", fmt(doc["throughput"], 4)),
             ("requests", doc["requests"]),
             ("errors", doc["errors"]),
             *((f"  {k}", v) for k, v in doc["errors_by_class"].items()),
-            ("client CPU [cores]", doc["client_cpu"]),
-            ("timer lag p99", _ms(doc["lag"]["p99"])),
+            (r"client CPU \[cores]", fmt(doc["client_cpu"], 3)),
+            (r"timer lag p99 \[ms]", _ms(doc["lag"]["p99"])),
             ("late requests", doc["late"]),
             ("not sent", doc["not_sent"]),
         ],
     )
-    per = Table(title="latency (from intended start)", title_justify="left")
+    per = Table(title=r"latency from intended start \[ms]", title_justify="left")
     widest = max([3, *(len(n) for n in doc["interactions"])])
     per.add_column("interaction", min_width=min(widest, 32), no_wrap=True)
     for col in ("requests", "errors", "req/s", "p50", "p95", "p99", "max"):
         per.add_column(col, justify="right")
-    rows = [("all", doc["requests"], doc["errors"], doc["throughput"], lat)]
+    rows = [("all", doc["requests"], doc["errors"], doc["throughput"], doc["latency"])]
     if len(doc["interactions"]) > 1:
         rows += [
             (n, s["requests"], s["errors"], s["throughput"], s["latency"])
