@@ -240,7 +240,9 @@ class LoadGenerator:
         options = {
             "connections": self.connections,
             "max_outstanding": int(max_outstanding),
-            "max_sessions": w.max_sessions,
+            # Each session has its own connection unless they share: never more than fit.
+            "max_sessions": w.max_sessions
+            or (_fd_headroom() if w.mode == "partly-open" and not self.connections else None),
             "timeout_s": float(self.timeout_s),
             "threads": int(self.threads),
             "seed": int(self.seed),
