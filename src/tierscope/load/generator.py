@@ -11,6 +11,7 @@ Every time handed to Python is CLOCK_MONOTONIC seconds, the clock of ``time.mono
 
 from __future__ import annotations
 
+import json
 import resource
 import socket
 import threading
@@ -258,8 +259,6 @@ class LoadGenerator:
             w, targets, fixed, n_base=n_base, level=level, ramp_up_s=ramp_up_s,
             steady_s=steady_s, ramp_down_s=ramp_down_s, options=options,
         )  # fmt: skip
-        import json
-
         from tierscope import _native
 
         try:
