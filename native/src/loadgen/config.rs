@@ -168,8 +168,9 @@ fn default_policy() -> ConnectionPolicy {
     ConnectionPolicy::KeepAlive
 }
 
-fn bad(field: impl Into<String>, message: impl Into<String>) -> NativeError {
-    NativeError::InvalidSpec {
+/// The error for `field` of a load configuration.
+pub(crate) fn bad(field: impl Into<String>, message: impl Into<String>) -> NativeError {
+    NativeError::InvalidLoad {
         field: field.into(),
         message: message.into(),
     }
@@ -413,7 +414,10 @@ pub(crate) mod tests {
         ];
         for (doc, field) in cases {
             match Config::from_json(&doc) {
-                Err(NativeError::InvalidSpec { field: f, .. }) => assert_eq!(f, field, "{doc}"),
+                Err(
+                    NativeError::InvalidLoad { field: f, .. }
+                    | NativeError::InvalidSpec { field: f, .. },
+                ) => assert_eq!(f, field, "{doc}"),
                 other => panic!("expected an error at {field}, got {other:?}"),
             }
         }

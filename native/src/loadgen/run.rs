@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::error::{NativeError, Result};
+use crate::error::Result;
 
-use super::config::{Config, Mode, Priority};
+use super::config::{bad, Config, Mode, Priority};
 use super::plan::Plan;
 use super::shared::{lock, DoneGuard, Shared};
 use super::stats::{histogram, InteractionStats, Quantiles, Record, Sample, Steady, Totals};
@@ -72,13 +72,6 @@ pub struct LoadRun {
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
-fn bad(field: &str, message: String) -> NativeError {
-    NativeError::InvalidSpec {
-        field: field.into(),
-        message,
-    }
-}
-
 impl LoadRun {
     /// Validates nothing (see `Config::from_json`); compiles the plan and starts the threads.
     pub fn start(cfg: &Config) -> Result<LoadRun> {
@@ -100,8 +93,14 @@ impl LoadRun {
             return Err(bad(
                 field,
                 format!(
-                    "needs {needed} sockets but the open-files limit is {limit} \
-                     (raise it with `ulimit -n`, or share fewer connections with --connections)"
+                    "at most {} sockets, one per {} (the open-files limit is {limit}: raise \
+                     it with `ulimit -n`, or share connections with --connections)",
+                    limit.saturating_sub(SPARE_FDS),
+                    if cfg.mode == Mode::Closed && cfg.connections.is_none() {
+                        "user"
+                    } else {
+                        "connection"
+                    },
                 ),
             ));
         }

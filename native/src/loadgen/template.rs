@@ -9,7 +9,9 @@ use std::io::Write;
 use serde::Deserialize;
 
 use crate::des::rng::Rng;
-use crate::error::{NativeError, Result};
+use crate::error::Result;
+
+use super::config::bad;
 
 /// One part of a template, as sent by Python.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -64,10 +66,7 @@ impl Template {
                 PartSpec::Lit(s) => Part::Lit(s.as_bytes().into()),
                 PartSpec::Int([lo, hi]) => {
                     if hi < lo {
-                        return Err(NativeError::InvalidSpec {
-                            field: at(),
-                            message: format!("int range is empty: {lo}..{hi}"),
-                        });
+                        return Err(bad(at(), format!("int range is empty: {lo}..{hi}")));
                     }
                     Part::Int {
                         lo: *lo,
@@ -76,10 +75,7 @@ impl Template {
                 }
                 PartSpec::Choice(v) => {
                     if v.is_empty() {
-                        return Err(NativeError::InvalidSpec {
-                            field: at(),
-                            message: "choice needs at least one option".into(),
-                        });
+                        return Err(bad(at(), "choice needs at least one option"));
                     }
                     Part::Choice(v.iter().map(|s| s.as_bytes().into()).collect())
                 }

@@ -28,8 +28,9 @@ use serde_json::Value;
 
 use crate::des::dist::Dist;
 use crate::des::rng::Rng;
-use crate::error::{NativeError, Result};
+use crate::error::Result;
 
+use super::config::bad;
 use super::http::parse_request;
 use super::shared::lock;
 use super::sys::{self, Io, Poller, READ, WRITE};
@@ -95,13 +96,6 @@ pub struct TestServer {
     addr: SocketAddr,
     shared: Arc<ServerShared>,
     handles: Mutex<Vec<JoinHandle<()>>>,
-}
-
-fn bad(field: &str, message: String) -> NativeError {
-    NativeError::InvalidSpec {
-        field: field.into(),
-        message,
-    }
 }
 
 fn parse_delay(v: &Option<Value>) -> Result<Option<Dist>> {

@@ -264,8 +264,11 @@ class LoadGenerator:
         try:
             run = _native.LoadRun(json.dumps(config))
         except ValueError as exc:
-            field_, _, msg = str(exc).removeprefix("invalid simulation spec: ").partition(": ")
-            raise InputError(field_, None, msg or str(exc)) from None
+            # Python checked the input already; what is left is what only the engine can
+            # know, such as the open-files limit. Its message names the configuration field.
+            text = str(exc).removeprefix("invalid load configuration: ")
+            field_, _, msg = text.removeprefix("invalid simulation spec: ").partition(": ")
+            raise InputError(field_, config.get(field_), msg or text) from None
         facts = {
             "mode": w.mode,
             "level": float(level),
