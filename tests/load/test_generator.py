@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -137,6 +138,10 @@ def test_bad_levels_and_options_are_input_errors(server: TestServer) -> None:
         LoadGenerator(workload(), ["https://127.0.0.1:9"]).start(1)
     with pytest.raises(InputError, match="base URL"):
         LoadGenerator(workload(), []).start(1)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1_000_000:
+        with pytest.raises(InputError, match="open-files limit"):
+            LoadGenerator(workload(), [server.url]).start(hard + 1)
 
 
 def test_templates_headers_and_bodies_reach_the_server(server: TestServer) -> None:
