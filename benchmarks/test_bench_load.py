@@ -64,7 +64,7 @@ BYTES_PER_USER = 50_000
 # ---- run shapes --------------------------------------------------------------------------------
 CONNECTIONS = 32
 RUN_S = 4
-ROUNDS = 5
+ROUNDS = 9
 THINK_USERS = 2000
 THINK_MEAN_S = 0.4
 THINK_RAMP_S = 4.0

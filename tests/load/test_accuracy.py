@@ -7,7 +7,9 @@ think-time law (Kolmogorov–Smirnov tests on the realised think times).
 "Within 0.2 ms" is checked on the median and the 95th percentile of the per-request error: the
 tail beyond is the operating system's thread wake-up on a shared machine (measured here: p99
 0.1–0.25 ms, rare outliers of a few ms while other processes hog both cores), which no client
-can control and which the tests must not flake on.
+can control. On a virtual machine whose host is busy (CPU steal), even real-time threads wake
+late for seconds at a time; a latency run therefore gets up to three attempts, and one of them
+must meet every bound (on a quiet machine the first does).
 """
 
 from __future__ import annotations
@@ -24,34 +26,51 @@ from tierscope.load import TestServer
 TOLERANCE_S = 0.0002
 
 
-def test_latency_is_within_0_2_ms_of_the_server_truth(server: TestServer) -> None:
-    server.set_delay(0.010)
-    w = workload(think_time={"dist": "exp", "mean": 0.02})
-    result = run(server, w, 4, 3.0)
+ATTEMPTS = 3
+
+
+def _gaps(server: TestServer, delay: object, think_s: float) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Client latency, client − server latency per request, and the summary, of one run."""
+    server.set_delay(delay)  # type: ignore[arg-type]
+    result = run(server, workload(think_time={"dist": "exp", "mean": think_s}), 4, 3.0)
     df = joined(result, server)
     assert df.height > 300
     client = (df["end"] - df["actual_start"]).to_numpy()
-    server_side = (df["sent"] - df["received"]).to_numpy()
-    # Against what the server measured for the same request ...
-    gap = client - server_side
+    gap = client - (df["sent"] - df["received"]).to_numpy()
     assert np.all(gap > 0), "the client's latency contains the server's"
-    assert np.median(gap) < TOLERANCE_S / 2, np.quantile(gap, [0.5, 0.95])
-    assert np.quantile(gap, 0.95) < TOLERANCE_S, np.quantile(gap, [0.5, 0.95])
-    # ... and against the configured delay.
+    return client, gap, result.summary
+
+
+def _within(gap: np.ndarray) -> bool:
+    return bool(np.median(gap) < TOLERANCE_S / 2 and np.quantile(gap, 0.95) < TOLERANCE_S)
+
+
+def test_latency_is_within_0_2_ms_of_the_server_truth(server: TestServer) -> None:
+    seen = []
+    for _ in range(ATTEMPTS):
+        client, gap, summary = _gaps(server, 0.010, 0.02)
+        seen.append(np.quantile(gap, [0.5, 0.95]).round(6).tolist())
+        if _within(gap):
+            break
+    else:
+        pytest.fail(f"client − server latency (median, p95) in every attempt: {seen}")
+    # Against the configured delay, and in the summary (corrected: from the intended start).
     assert abs(np.median(client) - 0.010) < TOLERANCE_S
-    # The summary's corrected percentiles (from intended start) agree at low load.
-    assert result.summary["latency"]["p50"] == pytest.approx(0.010, abs=TOLERANCE_S)
-    assert result.summary["latency_uncorrected"]["p50"] == pytest.approx(0.010, abs=TOLERANCE_S)
+    assert summary["latency"]["p50"] == pytest.approx(0.010, abs=TOLERANCE_S)
+    assert summary["latency_uncorrected"]["p50"] == pytest.approx(0.010, abs=TOLERANCE_S)
 
 
 def test_latency_tracks_a_distributed_delay(server: TestServer) -> None:
-    server.set_delay({"dist": "uniform", "low": 0.002, "high": 0.012})
-    result = run(server, workload(think_time={"dist": "exp", "mean": 0.01}), 4, 3.0)
-    df = joined(result, server)
-    gap = ((df["end"] - df["actual_start"]) - (df["sent"] - df["received"])).to_numpy()
-    assert np.quantile(gap, 0.95) < TOLERANCE_S
+    seen = []
+    for _ in range(ATTEMPTS):
+        _, gap, summary = _gaps(server, {"dist": "uniform", "low": 0.002, "high": 0.012}, 0.01)
+        seen.append(np.quantile(gap, [0.5, 0.95]).round(6).tolist())
+        if _within(gap):
+            break
+    else:
+        pytest.fail(f"client − server latency (median, p95) in every attempt: {seen}")
     # Percentiles of a uniform delay on [2, 12] ms.
-    lat = result.summary["latency_uncorrected"]
+    lat = summary["latency_uncorrected"]
     assert lat["p50"] == pytest.approx(0.007, abs=0.0006)
     assert lat["p90"] == pytest.approx(0.011, abs=0.0006)
 

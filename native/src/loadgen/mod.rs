@@ -16,7 +16,8 @@
 //! so the caller can tell when the client, not the server, was the bottleneck.
 //!
 //! Modules: `config` (the JSON configuration), `plan` (its compiled form), `worker`
-//! (the event loop), `run` (threads and hand-over), `stats` (records, samples,
+//! (the event loop), `run` (threads and hand-over), `priority` (real-time scheduling with a
+//! CPU guard), `stats` (records, samples,
 //! histograms), `http` (parsing), `template`, `mix`, `profile`, `sys` (the only
 //! `unsafe`), and `testserver`, an accurate HTTP server with controllable latency and
 //! stalls used to test the generator. This module never imports pyo3; the bindings
@@ -26,6 +27,7 @@ pub mod config;
 pub mod http;
 pub mod mix;
 pub mod plan;
+pub mod priority;
 pub mod profile;
 pub mod run;
 mod shared;

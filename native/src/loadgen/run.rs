@@ -237,16 +237,11 @@ impl LoadRun {
         s
     }
 
-    /// Records finished since the last call (all workers).
-    pub fn take_records(&self) -> Vec<Record> {
+    /// Records finished since the last call (all workers), in chunks.
+    pub fn take_records(&self) -> Vec<Vec<Record>> {
         let mut out = Vec::new();
         for w in &self.shared.workers {
-            let mut ob = lock(&w.outbox);
-            if out.is_empty() {
-                out = std::mem::take(&mut ob.records);
-            } else {
-                out.append(&mut ob.records);
-            }
+            out.append(&mut lock(&w.outbox).records);
         }
         out
     }

@@ -35,10 +35,11 @@ pub struct Live {
     pub not_sent: AtomicU64,
 }
 
-/// Records and samples waiting to be taken.
+/// Records and samples waiting to be taken. Records stay in the chunks the worker filled
+/// (one per sample tick), so handing them over never copies or reallocates.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    pub records: Vec<Record>,
+    pub records: Vec<Vec<Record>>,
     pub samples: Vec<Sample>,
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::config::tests::minimal;
-use super::config::Config;
+use super::config::{Config, Priority};
 use super::run::LoadRun;
 use super::stats::ErrorClass;
 use super::testserver::{ServerConfig, TestServer};
@@ -17,6 +17,7 @@ fn server(delay_ms: Option<f64>) -> TestServer {
         threads: 1,
         seed: 1,
         record: true,
+        priority: Priority::Realtime,
     })
     .unwrap()
 }
@@ -34,7 +35,7 @@ fn run(cfg: &Config) -> (LoadRun, Vec<super::stats::Record>) {
     let r = LoadRun::start(cfg).unwrap();
     assert!(r.wait(Some(Duration::from_secs(30))), "run did not finish");
     assert_eq!(r.failure(), None);
-    let recs = r.take_records();
+    let recs = r.take_records().concat();
     (r, recs)
 }
 
@@ -157,7 +158,7 @@ fn stop_ends_a_long_run_promptly_and_aborts_in_flight_requests() {
         "{:?}",
         t.elapsed()
     );
-    let recs = r.take_records();
+    let recs = r.take_records().concat();
     assert_eq!(recs.len(), 3);
     assert!(recs.iter().all(|r| r.error == ErrorClass::Aborted));
     assert!(r.summary().unwrap().stopped);
@@ -207,7 +208,7 @@ fn a_stall_shows_in_open_loop_latency() {
     std::thread::sleep(Duration::from_millis(300));
     srv.stall(0.5);
     assert!(r.wait(Some(Duration::from_secs(10))));
-    let recs = r.take_records();
+    let recs = r.take_records().concat();
     let worst = recs.iter().map(|r| r.end - r.intended).max().unwrap();
     assert!(worst > 450_000_000, "worst latency {worst} ns");
     // Requests due during the stall were all sent (connections grow on demand) and

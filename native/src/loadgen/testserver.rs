@@ -30,8 +30,9 @@ use crate::des::dist::Dist;
 use crate::des::rng::Rng;
 use crate::error::Result;
 
-use super::config::bad;
+use super::config::{bad, Priority};
 use super::http::parse_request;
+use super::priority::PriorityGuard;
 use super::shared::lock;
 use super::sys::{self, Io, Poller, READ, WRITE};
 
@@ -57,6 +58,14 @@ pub struct ServerConfig {
     /// Keep a log of every request (id, arrival, departure).
     #[serde(default)]
     pub record: bool,
+    /// Scheduling priority of its threads (real time by default, so that delays are kept on a
+    /// busy machine; see `priority`).
+    #[serde(default = "realtime")]
+    pub priority: Priority,
+}
+
+fn realtime() -> Priority {
+    Priority::Realtime
 }
 
 fn default_body() -> usize {
@@ -144,11 +153,12 @@ impl TestServer {
             let (l, s) = (listener.clone(), shared.clone());
             let body = cfg.body_bytes;
             let seed = cfg.seed;
+            let priority = cfg.priority;
             let h = std::thread::Builder::new()
                 .name(format!("tierscope-testserver-{k}"))
                 .spawn(move || {
                     if let Ok(mut loop_) = ServerLoop::new(k, l, s, body, seed) {
-                        loop_.run();
+                        loop_.run(priority);
                     }
                 })
                 .map_err(|e| bad("threads", format!("cannot start a thread: {e}")))?;
@@ -300,12 +310,14 @@ impl ServerLoop {
         })
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, priority: Priority) {
         sys::tighten_timer_slack();
+        let mut guard = PriorityGuard::raise(priority, true);
         let mut events = vec![sys::empty_event(); 512];
         while !self.shared.stop.load(Relaxed) {
             self.fire_timers();
             let now = sys::mono_ns();
+            guard.check(now);
             let timeout = self
                 .timers
                 .peek()

@@ -24,6 +24,7 @@ use crate::des::rng::Rng;
 use super::config::{Arrival, ConnectionPolicy, Mode, Priority};
 use super::http::{Feed, ResponseParser};
 use super::plan::{Pending, Plan, NONE};
+use super::priority::PriorityGuard;
 use super::profile::Phase;
 use super::shared::{lock, Shared, WorkerResult};
 use super::stats::{histogram, record_ns, ErrorClass, Record, Sample, Steady, Totals};
@@ -52,10 +53,6 @@ const READ_BUF: usize = 64 * 1024;
 /// about 0.4 µs, so this spins for about `SPIN_NS`).
 const SPIN_POLLS: u32 = 8;
 const SPIN_NS: i64 = 3_000;
-/// Nice value of `Priority::High`.
-const HIGH_NICE: i32 = -10;
-/// Share of a core above which a real-time worker steps down to `High`.
-const REALTIME_MAX_CPU: f64 = 0.5;
 const MAX_EVENTS: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,9 +163,7 @@ pub struct Worker {
     lag_pos: usize,
     machine_prev: Option<(u64, u64)>,
     ticks: u64,
-    priority: Priority,
-    demoted: bool,
-    cpu_ring: Vec<i64>,
+    priority: PriorityGuard,
     draining: bool,
     stopped: bool,
 }
@@ -246,9 +241,7 @@ impl Worker {
             lag_pos: 0,
             machine_prev: None,
             ticks: 0,
-            priority: Priority::Normal,
-            demoted: false,
-            cpu_ring: vec![0; slots],
+            priority: PriorityGuard::raise(Priority::Normal, false),
             draining: false,
             stopped: false,
             plan,
@@ -259,7 +252,9 @@ impl Worker {
     /// Runs the worker's share of the load to the end (or until stopped).
     pub fn run(mut self) {
         sys::tighten_timer_slack();
-        self.priority = self.raise_priority();
+        // Real time only helps workloads with timers; a closed loop without think time has none.
+        let timed = self.plan.think.is_some() || self.plan.mode != Mode::Closed;
+        self.priority = PriorityGuard::raise(self.plan.priority, timed);
         self.machine_prev = if self.k == 0 {
             sys::machine_cpu_jiffies()
         } else {
@@ -311,40 +306,6 @@ impl Worker {
         }
         let timeout = deadline.map(|d| (d - sys::mono_ns()).max(0));
         self.poller.wait(&mut self.events, timeout)
-    }
-
-    /// Asks for the configured priority, stepping down where not permitted. Real time only
-    /// helps workloads with timers; a closed loop without think time has none.
-    fn raise_priority(&self) -> Priority {
-        let plan = &self.plan;
-        let has_timers = plan.think.is_some() || plan.mode != Mode::Closed;
-        if plan.priority == Priority::Realtime && has_timers && sys::set_thread_realtime(true) {
-            return Priority::Realtime;
-        }
-        if plan.priority >= Priority::High && sys::set_thread_nice(HIGH_NICE) {
-            return Priority::High;
-        }
-        Priority::Normal
-    }
-
-    /// A real-time thread that uses more than `REALTIME_MAX_CPU` of a core over the last
-    /// second drops to `High`, so it can never starve the machine (or the system under test).
-    fn guard_realtime(&mut self, cpu: i64) {
-        let oldest = self.cpu_ring[self.lag_pos];
-        self.cpu_ring[self.lag_pos] = cpu;
-        let window = self.cpu_ring.len() as i64 * self.plan.tick_ns;
-        if self.priority == Priority::Realtime
-            && self.ticks > self.cpu_ring.len() as u64
-            && (cpu - oldest) as f64 > REALTIME_MAX_CPU * window as f64
-        {
-            sys::set_thread_realtime(false);
-            self.priority = if sys::set_thread_nice(HIGH_NICE) {
-                Priority::High
-            } else {
-                Priority::Normal
-            };
-            self.demoted = true;
-        }
     }
 
     fn finished(&self) -> bool {
@@ -1090,7 +1051,7 @@ impl Worker {
             connections: self.open_conns as u32,
             machine_busy,
         };
-        self.guard_realtime(cpu);
+        self.priority.check(now);
         self.lag_ring[self.lag_pos] = self.tick_lag_max;
         self.lag_pos = (self.lag_pos + 1) % self.lag_ring.len();
         self.tick_lag_max = 0;
@@ -1112,7 +1073,11 @@ impl Worker {
         {
             let mut out = lock(&me.outbox);
             out.samples.push(sample);
-            out.records.append(&mut self.records);
+            if !self.records.is_empty() {
+                let capacity = self.records.len() + self.records.len() / 4;
+                let full = std::mem::replace(&mut self.records, Vec::with_capacity(capacity));
+                out.records.push(full);
+            }
         }
         {
             let mut r = lock(&me.rolling);
@@ -1211,8 +1176,8 @@ impl Worker {
         *lock(&me.result) = Some(WorkerResult {
             steady: std::mem::replace(&mut self.steady, Steady::new(0)),
             totals: self.totals,
-            priority: self.priority,
-            demoted: self.demoted,
+            priority: self.priority.current,
+            demoted: self.priority.demoted,
         });
     }
 }

@@ -15,21 +15,24 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::to_py_err;
 use crate::loadgen::config::{Config, Priority};
-use crate::loadgen::stats::{InteractionStats, Quantiles, Steady};
+use crate::loadgen::stats::{InteractionStats, Quantiles, Record, Steady};
 use crate::loadgen::{LoadRun as Run, TestServer as Server, ERROR_NAMES};
 
 fn seconds(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
 
-fn column<T: Copy, const N: usize>(
-    py: Python<'_>,
-    values: impl ExactSizeIterator<Item = T>,
+/// One column of the records, little-endian.
+fn column<'py, T, const N: usize>(
+    py: Python<'py>,
+    chunks: &[Vec<Record>],
+    field: impl Fn(&Record) -> T,
     to_le: fn(T) -> [u8; N],
-) -> Bound<'_, PyBytes> {
-    let mut out = Vec::with_capacity(values.len() * N);
-    for v in values {
-        out.extend_from_slice(&to_le(v));
+) -> Bound<'py, PyBytes> {
+    let n: usize = chunks.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(n * N);
+    for r in chunks.iter().flatten() {
+        out.extend_from_slice(&to_le(field(r)));
     }
     PyBytes::new(py, &out)
 }
@@ -149,51 +152,30 @@ impl LoadRun {
     fn take_records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let recs = self.run.take_records();
         let d = PyDict::new(py);
-        d.set_item("n", recs.len())?;
-        d.set_item(
-            "id",
-            column(py, recs.iter().map(|r| r.id), u64::to_le_bytes),
-        )?;
+        d.set_item("n", recs.iter().map(Vec::len).sum::<usize>())?;
+        d.set_item("id", column(py, &recs, |r| r.id, u64::to_le_bytes))?;
         d.set_item(
             "intended",
-            column(py, recs.iter().map(|r| r.intended), i64::to_le_bytes),
+            column(py, &recs, |r| r.intended, i64::to_le_bytes),
         )?;
-        d.set_item(
-            "actual",
-            column(py, recs.iter().map(|r| r.actual), i64::to_le_bytes),
-        )?;
-        d.set_item(
-            "end",
-            column(py, recs.iter().map(|r| r.end), i64::to_le_bytes),
-        )?;
-        d.set_item(
-            "bytes",
-            column(py, recs.iter().map(|r| r.bytes), u64::to_le_bytes),
-        )?;
+        d.set_item("actual", column(py, &recs, |r| r.actual, i64::to_le_bytes))?;
+        d.set_item("end", column(py, &recs, |r| r.end, i64::to_le_bytes))?;
+        d.set_item("bytes", column(py, &recs, |r| r.bytes, u64::to_le_bytes))?;
         d.set_item(
             "session",
-            column(py, recs.iter().map(|r| r.session), u64::to_le_bytes),
+            column(py, &recs, |r| r.session, u64::to_le_bytes),
         )?;
-        d.set_item(
-            "user",
-            column(py, recs.iter().map(|r| r.user), u32::to_le_bytes),
-        )?;
+        d.set_item("user", column(py, &recs, |r| r.user, u32::to_le_bytes))?;
         d.set_item(
             "interaction",
-            column(py, recs.iter().map(|r| r.interaction), u16::to_le_bytes),
+            column(py, &recs, |r| r.interaction, u16::to_le_bytes),
         )?;
-        d.set_item(
-            "status",
-            column(py, recs.iter().map(|r| r.status), u16::to_le_bytes),
-        )?;
+        d.set_item("status", column(py, &recs, |r| r.status, u16::to_le_bytes))?;
         d.set_item(
             "error",
-            column(py, recs.iter().map(|r| r.error as u8), u8::to_le_bytes),
+            column(py, &recs, |r| r.error as u8, u8::to_le_bytes),
         )?;
-        d.set_item(
-            "phase",
-            column(py, recs.iter().map(|r| r.phase), u8::to_le_bytes),
-        )?;
+        d.set_item("phase", column(py, &recs, |r| r.phase, u8::to_le_bytes))?;
         Ok(d)
     }
 

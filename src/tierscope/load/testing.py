@@ -8,7 +8,8 @@ freezes all responses for ``s`` seconds. Further query parameters: ``size`` (bod
 ``status``, ``close=1``, ``chunked=1``, ``abort=1`` (close without answering). With
 ``record=True`` the server logs every request's ``X-Request-Id`` with its arrival and departure
 time (CLOCK_MONOTONIC seconds): the ground truth the load generator's own measurements are
-checked against.
+checked against. Its threads ask for real-time priority (best effort, like the generator's) so
+delays hold on a busy machine.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class TestServer:
         threads: int = 1,
         seed: int = 0,
         record: bool = False,
+        priority: str = "realtime",
     ) -> None:
         from tierscope import _native
 
@@ -57,6 +59,7 @@ class TestServer:
             "threads": int(threads),
             "seed": int(seed),
             "record": bool(record),
+            "priority": priority,
         }
         try:
             self._server = _native.TestServer(json.dumps(config))
