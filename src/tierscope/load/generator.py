@@ -132,6 +132,10 @@ class LoadGenerator:
     spread over them round-robin); empty means the workload's own ``base_url``.
     ``connections`` shares that many connections among all users (default: one connection
     per user or session, and as many as needed in open mode, up to ``max_outstanding``).
+    ``keep_requests=False`` keeps only the rows not already handed out by
+    ``LoadHandle.take_requests()`` in ``LoadResult.requests`` (for streaming to a store).
+    ``threads`` worker threads share the users (one is enough up to tens of thousands of
+    requests per second).
 
     ``priority`` is how the generator threads ask for CPU, best effort (privileges permitting):
     ``"realtime"`` (default) puts them in the real-time FIFO class while the workload has timers
