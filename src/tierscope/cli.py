@@ -276,7 +276,7 @@ def load(
         keep_requests=out is None,
         priority=priority,
     )
-    progress = None if as_json else _LoadProgress(warmup + duration + ramp_down)
+    progress = None if as_json else terminal.LoadProgress(err, warmup + duration + ramp_down)
     try:
         if out is None:
             handle = gen.start(level, warmup, duration, ramp_down)
@@ -315,43 +315,6 @@ def load(
         raise typer.Exit(1)
     if doc["partial"]:
         raise typer.Exit(130)
-
-
-class _LoadProgress:
-    """A one-line live view of a running load on stderr (only on a terminal)."""
-
-    def __init__(self, total_s: float) -> None:
-        from rich.live import Live
-        from rich.text import Text
-
-        self._total = total_s
-        self._live = Live(Text(""), console=err, transient=True, auto_refresh=False)
-        self._on = err.is_terminal
-        if self._on:
-            self._live.start()
-
-    def show(self, handle: Any) -> None:
-        if not self._on:
-            return
-        from rich.text import Text
-
-        s = handle.snapshot()
-
-        def ms(v: float | None) -> str:
-            return "—" if v is None else f"{v * 1e3:.3g} ms"
-
-        x = "—" if s.throughput is None else f"{s.throughput:,.0f}/s"
-        cpu = "—" if s.client_cpu is None else f"{s.client_cpu:.2f}"
-        line = (
-            f"{s.phase:9} {max(s.elapsed, 0):5.1f}/{self._total:.0f} s  {x:>10}  "
-            f"p95 {ms(s.p95):>9}  errors {s.errors:,}  client CPU {cpu} cores  "
-            f"lag {ms(s.lag_max)}"
-        )
-        self._live.update(Text(line), refresh=True)
-
-    def close(self) -> None:
-        if self._on:
-            self._live.stop()
 
 
 def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -165,3 +166,33 @@ def load_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
     if doc.get("partial"):
         parts.append(Text("partial: the run was stopped early", style="yellow"))
     return Group(*parts)
+
+
+class LoadProgress:
+    """A one-line live view of a running load (``LoadHandle.snapshot()``), only on a terminal."""
+
+    def __init__(self, console: Console, total_s: float) -> None:
+        self._total = total_s
+        self._on = console.is_terminal
+        self._live = Live(Text(""), console=console, transient=True, auto_refresh=False)
+        self._started = False
+
+    def show(self, handle: Any) -> None:
+        if not self._on:
+            return
+        if not self._started:  # only once the load runs: bad input leaves the terminal alone
+            self._live.start()
+            self._started = True
+        s = handle.snapshot()
+        x = "—" if s.throughput is None else f"{s.throughput:,.0f}/s"
+        cpu = "—" if s.client_cpu is None else f"{s.client_cpu:.2f}"
+        line = (
+            f"{s.phase:9} {max(s.elapsed, 0):5.1f}/{self._total:.0f} s {x:>9}  "
+            f"p95 {_ms(s.p95)} ms  errors {s.errors:,}  client {cpu} cores, "
+            f"lag {_ms(s.lag_max)} ms"
+        )
+        self._live.update(Text(line), refresh=True)
+
+    def close(self) -> None:
+        if self._started:
+            self._live.stop()
