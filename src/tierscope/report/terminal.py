@@ -188,7 +188,7 @@ class LoadProgress:
         cpu = "—" if s.client_cpu is None else f"{s.client_cpu:.2f}"
         line = (
             f"{s.phase:9} {max(s.elapsed, 0):5.1f}/{self._total:.0f} s {x:>9}  "
-            f"p95 {_ms(s.p95)} ms  errors {s.errors:,}  client {cpu} cores, "
+            f"p95 {_ms(s.p95)} ms  errors {s.errors:,}  client CPU {cpu}  "
             f"lag {_ms(s.lag_max)} ms"
         )
         self._live.update(Text(line), refresh=True)
