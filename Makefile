@@ -29,7 +29,7 @@ rust-test: ## Unit tests of the pure-Rust modules
 test: install rust-test lint ## Build, install and run the whole test suite
 	$(BIN)/pytest -q
 
-bench: install ## Benchmarks vs the anchors (numpy baseline, LINE, SimPy); results in benchmarks/results/
+bench: install ## Benchmarks vs the anchors (numpy baseline, LINE, SimPy, wrk); results in benchmarks/results/
 	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	$(BIN)/pytest -q -p no:cacheprovider benchmarks -s
 

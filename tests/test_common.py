@@ -85,6 +85,7 @@ def test_registry_names_match_cli() -> None:
 def test_public_all_is_consistent() -> None:
     for name in (
         "tierscope",
+        "tierscope.load",
         "tierscope.qn",
         "tierscope.sim",
         "tierscope.spec",

@@ -52,6 +52,10 @@ pub enum NativeError {
     /// The simulation spec (JSON) is malformed; `field` is its JSON path.
     #[error("invalid simulation spec: {field}: {message}")]
     InvalidSpec { field: String, message: String },
+
+    /// A load-generator or test-server configuration cannot be used; `field` is its JSON path.
+    #[error("invalid load configuration: {field}: {message}")]
+    InvalidLoad { field: String, message: String },
 }
 
 /// Result alias used throughout the native core.

@@ -7,6 +7,7 @@
 
 pub mod des;
 pub mod error;
+pub mod loadgen;
 pub mod qn;
 pub mod stats;
 

@@ -437,6 +437,128 @@ def import_csv_command(
     )
 
 
+@app.command()
+def load(
+    target: Annotated[
+        str, typer.Argument(metavar="URL|WORKLOAD.yaml", help="A URL or a workload file.")
+    ],
+    users: Annotated[int | None, typer.Option(help="Closed loop: emulated users.")] = None,
+    think: Annotated[
+        float | None, typer.Option(help="Mean think time, seconds (exponential by default).")
+    ] = None,
+    think_dist: Annotated[
+        str | None, typer.Option(help="Think-time law: exp | uniform | constant | none.")
+    ] = None,
+    rate: Annotated[float | None, typer.Option(help="Open loop: requests per second.")] = None,
+    session_rate: Annotated[
+        float | None, typer.Option(help="Partly open: sessions per second.")
+    ] = None,
+    session_length: Annotated[
+        float | None, typer.Option(help="Partly open from a URL: mean requests per session.")
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="closed | open | partly-open (default: from the workload).")
+    ] = None,
+    mix: Annotated[str | None, typer.Option(help="Mix of the workload file to use.")] = None,
+    arrival: Annotated[
+        str | None, typer.Option(help="Arrivals (open, partly open): poisson | constant.")
+    ] = None,
+    duration: Annotated[float, typer.Option(help="Steady window, seconds.")] = 10.0,
+    warmup: Annotated[float, typer.Option(help="Ramp-up before the steady window, s.")] = 0.0,
+    ramp_down: Annotated[float, typer.Option(help="Ramp-down after it, seconds.")] = 0.0,
+    connections: Annotated[
+        int | None,
+        typer.Option(help="Connections shared by all users (default: one per user)."),
+    ] = None,
+    threads: Annotated[int, typer.Option(help="Generator threads.")] = 1,
+    timeout: Annotated[float, typer.Option(help="Request timeout, seconds.")] = 10.0,
+    max_outstanding: Annotated[
+        int | None, typer.Option(help="Open loop: bound on requests in flight.")
+    ] = None,
+    base_url: Annotated[
+        list[str] | None,
+        typer.Option(help="Server for relative workload URLs (repeat for several)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random streams.")] = 1,
+    priority: Annotated[
+        str, typer.Option(help="Generator threads' CPU priority: realtime | high | normal.")
+    ] = "realtime",
+    out: Annotated[
+        Path | None,
+        typer.Option(metavar="RUN_DIR", help="Write a run folder (requests, client metrics)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Offer HTTP load (closed, open or partly open) and measure latency without coordinated
+    omission; flags runs where the load generator itself was the bottleneck."""
+    from tierscope.load import LoadGenerator, record_load
+    from tierscope.load.options import workload_from_options
+    from tierscope.report import terminal
+
+    workload, level, source = workload_from_options(
+        target,
+        users=users,
+        think=think,
+        think_dist=think_dist,
+        rate=rate,
+        session_rate=session_rate,
+        session_length=session_length,
+        mode=mode,
+        mix=mix,
+        arrival=arrival,
+    )
+    gen = LoadGenerator(
+        workload,
+        base_url or (),
+        seed=seed,
+        connections=connections,
+        timeout_s=timeout,
+        threads=threads,
+        max_outstanding=max_outstanding,
+        keep_requests=out is None,
+        priority=priority,
+    )
+    progress = None if as_json else terminal.LoadProgress(err, warmup + duration + ramp_down)
+    try:
+        if out is None:
+            handle = gen.start(level, warmup, duration, ramp_down)
+            try:
+                while not handle.join(0.25):
+                    if progress is not None:
+                        progress.show(handle)
+                result = handle.wait()
+            except KeyboardInterrupt:
+                result = handle.stop()
+                err.print("interrupted: partial results", markup=False)
+        else:
+            options = {"target": target, "level": level, "warmup": warmup, "duration": duration,
+                       "ramp_down": ramp_down, "connections": connections, "threads": threads,
+                       "timeout": timeout}  # fmt: skip
+            try:
+                result = record_load(
+                    gen, out, level=level, ramp_up_s=warmup, steady_s=duration,
+                    ramp_down_s=ramp_down, options=options,
+                    on_progress=None if progress is None else progress.show,
+                )  # fmt: skip
+            except KeyboardInterrupt:
+                err.print(
+                    f"interrupted: what was measured is kept in {out} (partial)", markup=False
+                )
+                raise typer.Exit(130) from None
+    finally:
+        if progress is not None:
+            progress.close()
+    doc = result.summary
+    _emit(doc, as_json, lambda d: terminal.load_summary(d, workload.name or source))
+    if out is not None and not as_json:
+        err.print(f"run folder: {out}", style="dim", markup=False)
+    if "failure" in doc:
+        err.print(f"error: {doc['failure']}", markup=False)
+        raise typer.Exit(1)
+    if doc["partial"]:
+        raise typer.Exit(130)
+
+
 def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in doc.items() if not isinstance(v, dict | list)]
 

@@ -4,6 +4,7 @@
 //! vectors, release the GIL while the pure-Rust solver runs, and turn every
 //! `NativeError` into a `ValueError` carrying its message unchanged.
 
+mod loadgen;
 mod mva;
 mod sim;
 mod windows;
@@ -15,6 +16,7 @@ use crate::error::NativeError;
 
 /// Adds every binding to the `_native` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    loadgen::register(m)?;
     mva::register(m)?;
     sim::register(m)?;
     windows::register(m)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -243,3 +244,89 @@ def _bottleneck_cell(b: dict[str, Any] | None) -> str:
     return f"{where} {b['primary_fraction']:.0%}" + (
         "" if b["kind"] == "single" else f" [{b['kind']}]"
     )
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{v * 1e3:.3g}"
+
+
+def load_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
+    """Tables of a load run summary (``tierscope load``)."""
+    head = Text(
+        f"{title + ' — ' if title else ''}{doc['mode']} load, "
+        f"{fmt(doc['level'])} {doc['level_unit']}"
+        + (f", mix {doc['mix']}" if doc.get("mix") else "")
+        + f", steady window {fmt(doc['steady']['duration_s'], 3)} s",
+        style="bold",
+    )
+    main = key_values(
+        "steady window",
+        [
+            (r"throughput \[req/s]", fmt(doc["throughput"], 4)),
+            ("requests", doc["requests"]),
+            ("errors", doc["errors"]),
+            *((f"  {k}", v) for k, v in doc["errors_by_class"].items()),
+            (r"client CPU \[cores]", fmt(doc["client_cpu"], 3)),
+            (r"timer lag p99 \[ms]", _ms(doc["lag"]["p99"])),
+            ("late requests", doc["late"]),
+            ("not sent", doc["not_sent"]),
+        ],
+    )
+    per = Table(title=r"latency from intended start \[ms]", title_justify="left")
+    widest = max([3, *(len(n) for n in doc["interactions"])])
+    per.add_column("interaction", min_width=min(widest, 32), no_wrap=True)
+    for col in ("requests", "errors", "req/s", "p50", "p95", "p99", "max"):
+        per.add_column(col, justify="right")
+    rows = [("all", doc["requests"], doc["errors"], doc["throughput"], doc["latency"])]
+    if len(doc["interactions"]) > 1:
+        rows += [
+            (n, s["requests"], s["errors"], s["throughput"], s["latency"])
+            for n, s in doc["interactions"].items()
+        ]
+    for name, n, e, x, q in rows:
+        per.add_row(
+            name, fmt(n), fmt(e), fmt(x, 4), _ms(q["p50"]), _ms(q["p95"]), _ms(q["p99"]),
+            _ms(q["max"]),
+        )  # fmt: skip
+    parts: list[RenderableType] = [head, main, per]
+    if doc["client_bottleneck"] or doc["client_near_bottleneck"]:
+        word = (
+            "WAS the bottleneck"
+            if doc["client_bottleneck"]
+            else "came close to being the bottleneck"
+        )
+        parts.append(Text(f"the load generator {word}:", style="bold red"))
+        parts += [Text(f"  - {why}", style="red") for why in doc["client_bottleneck_why"]]
+    if doc.get("partial"):
+        parts.append(Text("partial: the run was stopped early", style="yellow"))
+    return Group(*parts)
+
+
+class LoadProgress:
+    """A one-line live view of a running load (``LoadHandle.snapshot()``), only on a terminal."""
+
+    def __init__(self, console: Console, total_s: float) -> None:
+        self._total = total_s
+        self._on = console.is_terminal
+        self._live = Live(Text(""), console=console, transient=True, auto_refresh=False)
+        self._started = False
+
+    def show(self, handle: Any) -> None:
+        if not self._on:
+            return
+        if not self._started:  # only once the load runs: bad input leaves the terminal alone
+            self._live.start()
+            self._started = True
+        s = handle.snapshot()
+        x = "—" if s.throughput is None else f"{s.throughput:,.0f}/s"
+        cpu = "—" if s.client_cpu is None else f"{s.client_cpu:.2f}"
+        line = (
+            f"{s.phase:9} {max(s.elapsed, 0):5.1f}/{self._total:.0f} s {x:>9}  "
+            f"p95 {_ms(s.p95)} ms  errors {s.errors:,}  client CPU {cpu}  "
+            f"lag {_ms(s.lag_max)} ms"
+        )
+        self._live.update(Text(line), refresh=True)
+
+    def close(self) -> None:
+        if self._started:
+            self._live.stop()

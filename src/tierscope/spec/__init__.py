@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tierscope.spec._load import inline_schedule_files, load_yaml
 from tierscope.spec.model import ClassSpec, Model, ServiceDist, Station, parse_model
+from tierscope.spec.workload import Workload, load_workload, merge_workload, parse_workload
 
 
 def load_model(path: str | Path) -> Model:
@@ -17,4 +18,16 @@ def load_model(path: str | Path) -> Model:
     return parse_model(data, source=str(path))
 
 
-__all__ = ["ClassSpec", "Model", "ServiceDist", "Station", "load_model", "load_yaml", "parse_model"]
+__all__ = [
+    "ClassSpec",
+    "Model",
+    "ServiceDist",
+    "Station",
+    "Workload",
+    "load_model",
+    "load_workload",
+    "load_yaml",
+    "merge_workload",
+    "parse_model",
+    "parse_workload",
+]
