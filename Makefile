@@ -18,10 +18,8 @@ $(PY):
 install: $(PY) ## Build the Rust extension and install tierscope (editable) with dev tools
 	$(PY) -m pip install --quiet -e ".[dev]"
 
-demo: install ## Solve the example models, fit the USL, simulate the millibottleneck twin
-	@for m in examples/models/*.yaml; do echo "== $$m"; $(BIN)/tierscope model solve "$$m" || exit $$?; done
-	$(BIN)/tierscope usl examples/usl/specsdm91.csv
-	$(BIN)/tierscope model simulate examples/models/millibottleneck-twin.yaml --max-time 60
+demo: install ## Sweep the embedded three-tier system and name where and why it saturates
+	$(BIN)/tierscope demo
 
 rust-test: ## Unit tests of the pure-Rust modules
 	cargo test --quiet --manifest-path native/Cargo.toml --no-default-features

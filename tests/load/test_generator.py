@@ -90,7 +90,8 @@ def test_requests_have_store_columns_ids_and_monotonic_times(server: TestServer)
     assert df["request_id"].n_unique() == df.height
     assert before < df["start"].min() and df["end"].max() < after
     assert (df["start"] <= df["actual_start"]).all() and (df["actual_start"] < df["end"]).all()
-    assert (df["status"] == "200").all() and df["error"].is_null().all()
+    assert (df["status"] == "ok").all() and (df["http_status"] == 200).all()
+    assert df["error"].is_null().all()
     # The id the server saw in X-Request-Id is the request_id column, for every request.
     assert joined(result, server).height == df.height
 

@@ -93,7 +93,8 @@ class Runner:
             kind="experiment",
             spec=self.doc,
             seed=self.spec.system.seed,
-            options={"source": self.source, "setups": list(self.setups)},
+            # run_id names the run's cgroups and scratch folder (tierscope-RUN_ID), for post-mortems
+            options={"source": self.source, "setups": list(self.setups), "run_id": run_id},
         )
         workdir = Path(tempfile.mkdtemp(prefix=f"tierscope-{run_id}-"))
         supervisor = self.supervisor = Supervisor(workdir)

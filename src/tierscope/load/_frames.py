@@ -30,6 +30,7 @@ REQUEST_COLUMNS = {
     "rep": pl.Int64,
     "interaction": pl.String,
     "status": pl.String,
+    "http_status": pl.Int64,
     "intended_start": pl.Float64,
     "actual_start": pl.Float64,
     "bytes": pl.Int64,
@@ -98,6 +99,7 @@ def requests_frame(
         .then(pl.col("status_code").cast(pl.String))
         .otherwise(error)
         .alias("status"),
+        pl.when(pl.col("status_code") > 0).then(pl.col("status_code")).alias("http_status"),
         pl.col("intended_start"),
         pl.col("actual_start"),
         pl.col("bytes"),
