@@ -11,10 +11,11 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::alias::{Dest, EXIT};
 use super::dist::Dist;
 use super::event::{EventKind, EventList};
 use super::rng::{stream_id, Purpose, Rng};
-use super::spec::{Kind, Model, Target};
+use super::spec::{Kind, Model};
 use super::station::{Resched, Station};
 use super::stats::{Acc, Cell, Status, Trace, Windows};
 use crate::error::Result;
@@ -145,7 +146,7 @@ impl Simulation {
         for (i, p) in model.perturbations.iter().enumerate() {
             pert_at[p.station].push(i as u32);
         }
-        let pass = (0..nc * m)
+        let pass: Vec<bool> = (0..nc * m)
             .map(|i| {
                 let (c, k) = (i / m, i % m);
                 let st = &model.stations[k];
@@ -164,12 +165,19 @@ impl Simulation {
                     && !can_block
             })
             .collect();
+        let mut st: Vec<Station> = model.stations.iter().map(Station::new).collect();
+        for (k, station) in st.iter_mut().enumerate() {
+            if let Some(mu) = race_rates(&model, &pass, k) {
+                let rng = Rng::stream(seed, replication, stream_id(Purpose::Race, 0, k));
+                station.use_race(mu, rng);
+            }
+        }
         let mut sim = Simulation {
             m,
             now: 0.0,
             events: 0,
-            ev: EventList::with_stations(m),
-            st: model.stations.iter().map(Station::new).collect(),
+            ev: EventList::new(m, nc),
+            st,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             groups: Vec::new(),
@@ -254,13 +262,13 @@ impl Simulation {
         let wall = Instant::now();
         let mut done = 0;
         while done < max_events {
-            let Some(e) = self.next_live_event() else {
+            let Some(e) = self.ev.peek() else {
                 break;
             };
             if e.time >= until {
                 break;
             }
-            self.ev.pop();
+            self.ev.remove_peeked();
             if e.time >= self.window_end {
                 self.close_windows(e.time);
             }
@@ -271,7 +279,7 @@ impl Simulation {
         }
         self.events += done;
         // Nothing happens before `until`: the clock may move there.
-        let idle_until = self.next_live_event().map_or(f64::INFINITY, |e| e.time) >= until;
+        let idle_until = self.ev.peek().map_or(f64::INFINITY, |e| e.time) >= until;
         if until.is_finite() && until > self.now && idle_until {
             self.close_windows(until);
             self.now = until;
@@ -283,12 +291,6 @@ impl Simulation {
             windows: std::mem::take(&mut self.out),
             trace: self.trace.as_mut().map(std::mem::take),
         }
-    }
-
-    /// The earliest event (the list never holds stale ones).
-    #[inline]
-    fn next_live_event(&mut self) -> Option<super::event::Event> {
-        self.ev.peek().copied()
     }
 
     fn dispatch(&mut self, kind: EventKind) {
@@ -306,7 +308,15 @@ impl Simulation {
         }
     }
 
+    #[inline(always)]
     fn drain(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.drain_pending();
+    }
+
+    fn drain_pending(&mut self) {
         while let Some(p) = self.pending.pop_front() {
             match p {
                 Pending::Arrive { job, station } => self.arrive(job, station as usize),
@@ -369,7 +379,7 @@ impl Simulation {
             None => return,
         };
         if let Some(t) = self.scaled_arrival(c, after, x) {
-            self.ev.push(t, EventKind::Arrival { class: c as u32 });
+            self.ev.set_arrival(c as u32, t);
         }
     }
 
@@ -523,20 +533,10 @@ impl Simulation {
 
     /// Next (class, station) of class `c` leaving station `k`; `None` leaves the network.
     #[inline]
-    fn route(&mut self, c: usize, k: usize) -> Option<Target> {
-        let row = self.model.row(c, k);
-        match row.len() {
-            0 => None,
-            1 if row[0].cum >= 1.0 => Some(row[0]),
-            _ => {
-                let u = self.route_rng[c * self.m + k].unit();
-                // Cumulative probabilities rise, so the targets with `cum <= u`
-                // are a prefix: counting them finds the first with `u < cum`
-                // (as a linear search would) without unpredictable branches.
-                let i = row.iter().map(|t| usize::from(t.cum <= u)).sum::<usize>();
-                row.get(i).copied()
-            }
-        }
+    fn route(&mut self, c: usize, k: usize) -> Option<Dest> {
+        let i = c * self.m + k;
+        let d = self.model.routes.draw(i, &mut self.route_rng[i]);
+        (d.station != EXIT).then_some(d)
     }
 
     /// Job `j` reaches station `k`.
@@ -588,7 +588,7 @@ impl Simulation {
     }
 
     /// Integrates cell (c, k) up to now, then changes its counts (station touched first).
-    #[inline]
+    #[inline(always)]
     fn cell_change(&mut self, c: usize, k: usize, dn: i32, ds: i32) {
         let i = c * self.m + k;
         let b = self.st[k].busy_clock;
@@ -616,7 +616,7 @@ impl Simulation {
         job.blocked = false;
         self.acc.arrivals[c * self.m + k] += 1.0;
         self.st[k].touch(now);
-        let serve = self.st[k].serves_on_arrival();
+        let serve = self.st[k].has_free_server();
         self.cell_change(c, k, 1, serve as i32);
         let st = &mut self.st[k];
         st.n += 1;
@@ -660,20 +660,24 @@ impl Simulation {
         self.depart_instant(j, c, k);
     }
 
+    #[inline(always)]
     fn start_service(&mut self, j: u32, k: usize) {
         let job = &mut self.jobs[j as usize];
         let i = job.class as usize * self.m + k;
         if job.start.is_nan() {
             job.start = self.now;
         }
-        // Validation guarantees a law wherever a class can be served.
-        let work = self.model.service[i]
-            .as_ref()
-            .map_or(0.0, |d| d.sample(&mut self.svc_rng[i]));
-        self.st[k].start(j, work);
+        let class = job.class;
+        // Validation guarantees a law wherever a class can be served; a race
+        // draws its completions itself.
+        let work = match &self.model.service[i] {
+            Some(d) if !self.st[k].is_race() => d.sample(&mut self.svc_rng[i]),
+            _ => 0.0,
+        };
+        self.st[k].start(j, class, work);
     }
 
-    #[inline]
+    #[inline(always)]
     fn reschedule(&mut self, k: usize) {
         match self.st[k].reschedule(self.now) {
             Resched::Keep => {}
@@ -725,6 +729,7 @@ impl Simulation {
         }
     }
 
+    #[inline(always)]
     fn record_visit(&mut self, job: &Job, k: usize, status: Status) {
         let i = job.class as usize * self.m + k;
         let rt = self.now - job.arrival;
@@ -1029,4 +1034,22 @@ impl Simulation {
             self.window_end = (self.window + 1) as f64 * self.model.window;
         }
     }
+}
+
+/// Class rates `1 / mean` of station `k` if it can be served as an exponential
+/// race: a queue or delay station where every class that can be in service
+/// has exponential service (classes passed through in zero time never are).
+fn race_rates(model: &Model, pass: &[bool], k: usize) -> Option<Vec<f64>> {
+    let m = model.n_stations();
+    if !matches!(model.stations[k].kind, Kind::Queue | Kind::Delay) {
+        return None;
+    }
+    (0..model.n_classes())
+        .map(|c| match &model.service[c * m + k] {
+            _ if pass[c * m + k] => Some(0.0),
+            None => Some(0.0),
+            Some(Dist::Exp { mean }) => Some(1.0 / mean),
+            Some(_) => None,
+        })
+        .collect()
 }

@@ -47,6 +47,7 @@
 //!
 //! This module never imports pyo3; the bindings live in `crate::py::sim`.
 
+pub mod alias;
 pub mod dist;
 mod engine;
 pub mod event;

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::alias::{AliasRows, Dest};
 use super::dist::{parse_opt, Dist};
 use super::json::{bad, count, index, item, list, number, numbers, Obj};
 use crate::error::Result;
@@ -111,6 +112,8 @@ pub struct Model {
     /// Routing rows: row `c * M + k` is `targets[row_start[i]..row_start[i + 1]]`.
     pub targets: Vec<Target>,
     pub row_start: Vec<u32>,
+    /// The same rows as alias tables, for drawing (row `c * M + k`).
+    pub routes: AliasRows,
     /// External arrivals of each class: cumulative `(probability, station)`.
     pub entry: Vec<Vec<(f64, u32)>>,
     pub perturbations: Vec<Perturbation>,
@@ -195,6 +198,7 @@ impl Model {
             stations,
             classes,
             service,
+            routes: alias_rows(&targets, &row_start),
             targets,
             row_start,
             entry,
@@ -489,6 +493,29 @@ fn parse_service(rows: &[Value], c: usize, m: usize) -> Result<Vec<Option<Dist>>
         }
     }
     Ok(out)
+}
+
+/// Alias tables of the cumulative routing rows; the mass short of 1 exits.
+fn alias_rows(targets: &[Target], row_start: &[u32]) -> AliasRows {
+    let mut rows = AliasRows::default();
+    for w in row_start.windows(2) {
+        let row = &targets[w[0] as usize..w[1] as usize];
+        let mut prev = 0.0;
+        let items: Vec<(Dest, f64)> = row
+            .iter()
+            .map(|t| {
+                let p = t.cum - prev;
+                prev = t.cum;
+                let d = Dest {
+                    class: t.class,
+                    station: t.station,
+                };
+                (d, p)
+            })
+            .collect();
+        rows.push_row(&items, (1.0 - prev).max(0.0));
+    }
+    rows
 }
 
 fn parse_routing(rows: &[Value], c: usize, m: usize) -> Result<(Vec<Target>, Vec<u32>)> {

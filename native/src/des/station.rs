@@ -2,15 +2,28 @@
 //!
 //! Design: all jobs in service progress at a common per-job rate
 //! `r(t) = speed(t) * g(n)` (`g = alpha(n)/n` for PS, `alpha(n)/min(n, m)`
-//! for FCFS, `1` for delay). The station keeps a virtual clock `V` (work
-//! attained by each in-service job), advanced lazily; a job entering service
-//! gets the finish tag `V + work`, and the next completion is the smallest
-//! tag. Only that one departure is on the event list; it is re-keyed in
-//! place (or removed) whenever `r` or the smallest tag changes. PS costs O(log n) per event, and a stall (`speed = 0`) simply
-//! schedules nothing until the speed returns, so stalls are exact.
+//! for FCFS, `1` for delay). The station keeps a lazily advanced clock and
+//! only its next completion is on the event list, re-keyed in place (or
+//! removed) whenever that completion moves. A stall (`speed = 0`) simply
+//! schedules nothing until the speed returns, so stalls are exact. The jobs
+//! in service are held one of two ways:
+//!
+//! - [`TagHeap`] (any service law): the clock `V` is the work attained by
+//!   each in-service job; a job entering service gets the finish tag
+//!   `V + work`, and the next completion is the smallest tag. O(log n).
+//! - [`Race`] (every class served here has exponential service): job `i`
+//!   completes at hazard rate `r * mu_i`, so by memorylessness the station
+//!   as a whole completes at rate `r * sum(mu_i)`, and the job that leaves
+//!   is picked with probability `mu_i / sum(mu)`, whatever happened before.
+//!   The clock is then the integrated total hazard, and the next completion
+//!   is when it reaches an Exp(1) threshold: the same process in law as the
+//!   tags (the exact Markov chain), exact under any speed profile, and O(1)
+//!   per event with no service time drawn per job. It is what makes a
+//!   1,000-user think station cheap.
 
 use std::collections::VecDeque;
 
+use super::rng::Rng;
 use super::spec::{Discipline, Kind, StationSpec};
 
 /// A job in service with its finish tag; `seq` breaks tag ties by entry order.
@@ -114,6 +127,102 @@ impl TagHeap {
 /// Children per node of [`TagHeap`]: a shallow tree for large delay and PS stations.
 const ARITY: usize = 4;
 
+/// Jobs in service at a station where every class is served exponentially.
+#[derive(Debug)]
+pub struct Race {
+    /// Completion rate `1 / mean` of each class at speed 1 (0: never served here).
+    mu: Box<[f64]>,
+    /// The classes with a rate.
+    served: Box<[u32]>,
+    /// Jobs in service, per class, in no particular order.
+    members: Vec<Vec<u32>>,
+    len: usize,
+    /// `sum(mu)` over the jobs in service.
+    mass: f64,
+    /// Exp(1) level of integrated hazard at which the next completion happens.
+    threshold: f64,
+    rng: Rng,
+}
+
+impl Race {
+    /// A race with class rates `mu` drawing from `rng`.
+    pub fn new(mu: Vec<f64>, mut rng: Rng) -> Race {
+        let served = (0..mu.len() as u32)
+            .filter(|&c| mu[c as usize] > 0.0)
+            .collect();
+        Race {
+            members: vec![Vec::new(); mu.len()],
+            mu: mu.into_boxed_slice(),
+            served,
+            len: 0,
+            mass: 0.0,
+            threshold: rng.exp1(),
+            rng,
+        }
+    }
+
+    /// Recomputed from the counts (not updated incrementally, so no rounding drifts).
+    #[inline]
+    fn update_mass(&mut self) {
+        self.mass = self
+            .served
+            .iter()
+            .map(|&c| self.members[c as usize].len() as f64 * self.mu[c as usize])
+            .sum();
+    }
+
+    #[inline]
+    fn push(&mut self, job: u32, class: u32) {
+        self.members[class as usize].push(job);
+        self.len += 1;
+        self.update_mass();
+    }
+
+    /// Removes the completing job: a class by its share of the hazard, then a
+    /// job of it uniformly; then draws the next threshold.
+    #[inline]
+    fn pop(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let c = if self.served.len() == 1 {
+            self.served[0] as usize
+        } else {
+            let mut u = self.rng.unit() * self.mass;
+            let mut pick = self.served[0] as usize;
+            for &c in self.served.iter() {
+                let (n, w) = (self.members[c as usize].len(), self.mu[c as usize]);
+                if n > 0 {
+                    pick = c as usize;
+                    u -= n as f64 * w;
+                    if u < 0.0 {
+                        break;
+                    }
+                }
+            }
+            pick
+        };
+        let list = &mut self.members[c];
+        let i = if list.len() > 1 {
+            self.rng.below(list.len() as u32) as usize
+        } else {
+            0
+        };
+        let job = list.swap_remove(i);
+        self.len -= 1;
+        self.update_mass();
+        self.threshold = self.rng.exp1();
+        Some(job)
+    }
+}
+
+/// How a station holds its jobs in service (see the module notes).
+#[derive(Debug)]
+enum InService {
+    Tags(TagHeap),
+    Race(Box<Race>),
+}
+
 /// Run-time state of one station.
 #[derive(Debug)]
 pub struct Station {
@@ -133,17 +242,25 @@ pub struct Station {
     /// Jobs that finished service but wait for room downstream (they keep their server).
     pub blocked: u32,
     pub speed: f64,
-    /// Current per-job service rate `speed * g(n)`.
+    /// Rate of the clock: per-job service rate `speed * g(n)` with tags, total
+    /// hazard rate `speed * g(n) * sum(mu)` in a race.
     pub rate: f64,
     /// Current busy share `h(n)` of each job occupying capacity.
     pub share: f64,
-    /// Virtual clock: work attained per in-service job since the station last emptied.
+    /// Tags: work attained per in-service job since the station last emptied.
+    /// Race: hazard integrated since the last completion.
     pub vclock: f64,
     /// Integral of `share` since the window started (for busy-time accounting).
     pub busy_clock: f64,
     /// Time up to which both clocks are advanced.
     pub last: f64,
-    pub in_service: TagHeap,
+    in_service: InService,
+    /// Jobs in service (not blocked, not waiting).
+    serving: u32,
+    /// Most jobs in service at once: FCFS servers; no limit for PS and delay.
+    serve_limit: u32,
+    /// `(g(n), h(n))` for small `n` (see [`Station::g`] and [`Station::h`]).
+    rate_share: Box<[(f64, f64)]>,
     /// FCFS jobs waiting for a server.
     pub waiting: VecDeque<u32>,
     /// Jobs blocked elsewhere that wait for room here, in arrival order.
@@ -177,7 +294,14 @@ impl Station {
             vclock: 0.0,
             busy_clock: 0.0,
             last: 0.0,
-            in_service: TagHeap::default(),
+            in_service: InService::Tags(TagHeap::default()),
+            serving: 0,
+            serve_limit: if spec.kind == Kind::Queue && !ps {
+                spec.servers
+            } else {
+                u32::MAX
+            },
+            rate_share: Box::default(),
             waiting: VecDeque::new(),
             waiters: VecDeque::new(),
             scheduled: false,
@@ -186,8 +310,27 @@ impl Station {
             next_seq: 0,
             q_max: 0,
         };
+        // Past `max(L, m)` jobs only PS rates still change; PS tables go on
+        // to where the tail is rarely reached.
+        let flat = spec.alpha.len().max(spec.servers as usize) + 1;
+        let len = if ps { flat.max(257) } else { flat };
+        st.rate_share = (0..len as u32).map(|n| (st.g(n), st.h(n))).collect();
         st.refresh();
         st
+    }
+
+    /// Serves the jobs here as an exponential race with class rates `mu` (see
+    /// the module notes); the caller guarantees every class that can be in
+    /// service here has exponential service.
+    pub fn use_race(&mut self, mu: Vec<f64>, rng: Rng) {
+        self.in_service = InService::Race(Box::new(Race::new(mu, rng)));
+        self.refresh();
+    }
+
+    /// Whether service times are left to the race (no work is drawn per job).
+    #[inline]
+    pub fn is_race(&self) -> bool {
+        matches!(self.in_service, InService::Race(_))
     }
 
     /// Whether jobs here are served at all (fork and join stations are instantaneous).
@@ -196,8 +339,24 @@ impl Station {
         matches!(self.kind, Kind::Queue | Kind::Delay)
     }
 
-    /// Per-job rate at speed 1 with `n` jobs present.
+    /// `(g(n), h(n))`: from the table, or computed past its end (PS only
+    /// varies there).
     #[inline]
+    fn rate_share(&self, n: u32) -> (f64, f64) {
+        let last = self.rate_share.len() - 1;
+        if (n as usize) <= last || !self.ps {
+            self.rate_share[(n as usize).min(last)]
+        } else {
+            self.rate_share_tail(n)
+        }
+    }
+
+    #[cold]
+    fn rate_share_tail(&self, n: u32) -> (f64, f64) {
+        (self.g(n), self.h(n))
+    }
+
+    /// Per-job rate at speed 1 with `n` jobs present.
     fn g(&self, n: u32) -> f64 {
         if n == 0 || self.kind != Kind::Queue {
             return 1.0;
@@ -212,7 +371,6 @@ impl Station {
 
     /// Busy share of each job occupying capacity with `n` jobs present:
     /// PS `min(n, m)/(m n)`, FCFS `1/m` (per occupied server), delay 1.
-    #[inline]
     fn h(&self, n: u32) -> f64 {
         match self.kind {
             Kind::Delay => 1.0,
@@ -228,59 +386,77 @@ impl Station {
     /// Advances both clocks to `now` at the current rates.
     #[inline]
     pub fn touch(&mut self, now: f64) {
+        // Time never runs back, so `dt >= 0` and no branch is needed.
         let dt = now - self.last;
-        if dt > 0.0 {
-            self.vclock += dt * self.rate;
-            self.busy_clock += dt * self.share;
-            self.last = now;
-        }
+        self.vclock += dt * self.rate;
+        self.busy_clock += dt * self.share;
+        self.last = now;
     }
 
-    /// Recomputes the rates after `n`, `blocked` or `speed` changed (call `touch` first).
+    /// Recomputes the rates after `n`, `blocked`, `speed` or the jobs in
+    /// service changed (call `touch` first).
     #[inline]
     pub fn refresh(&mut self) {
-        self.rate = self.speed * self.g(self.n);
-        self.share = self.h(self.n);
+        let (g, h) = self.rate_share(self.n);
+        self.rate = self.speed * g;
+        if let InService::Race(r) = &self.in_service {
+            self.rate *= r.mass;
+        }
+        self.share = h;
     }
 
-    /// FCFS: a server is free for a waiting job (blocked jobs keep theirs).
+    /// A job may enter service: FCFS has a free server (blocked jobs keep
+    /// theirs); PS and delay stations always serve.
     #[inline]
     pub fn has_free_server(&self) -> bool {
-        (self.in_service.len() as u64 + u64::from(self.blocked)) < u64::from(self.servers)
+        self.serving + self.blocked < self.serve_limit
     }
 
-    /// Whether a job arriving now enters service at once.
+    /// Puts `job` of `class` in service with `work` (time at speed 1) left;
+    /// a race ignores `work`.
     #[inline]
-    pub fn serves_on_arrival(&self) -> bool {
-        self.kind == Kind::Delay || self.ps || self.has_free_server()
+    pub fn start(&mut self, job: u32, class: u32, work: f64) {
+        match &mut self.in_service {
+            InService::Tags(h) => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                h.push(Tagged {
+                    tag: self.vclock + work,
+                    seq,
+                    job,
+                });
+            }
+            InService::Race(r) => r.push(job, class),
+        }
+        self.serving += 1;
     }
 
-    /// Puts `job` in service with `work` (time at speed 1) left.
-    #[inline]
-    pub fn start(&mut self, job: u32, work: f64) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.in_service.push(Tagged {
-            tag: self.vclock + work,
-            seq,
-            job,
-        });
-    }
-
-    /// Removes the job that completes now; the clock is set to its tag exactly,
-    /// so rounding in the event time never accumulates.
+    /// Removes the job that completes now. Tags: the clock is set to its tag
+    /// exactly, so rounding in the event time never accumulates; race: the
+    /// hazard clock restarts for the next threshold.
     #[inline]
     pub fn complete(&mut self) -> Option<u32> {
-        let top = self.in_service.pop()?;
-        self.vclock = top.tag;
+        let job = match &mut self.in_service {
+            InService::Tags(h) => {
+                let top = h.pop()?;
+                self.vclock = top.tag;
+                top.job
+            }
+            InService::Race(r) => {
+                let job = r.pop()?;
+                self.vclock = 0.0;
+                job
+            }
+        };
+        self.serving -= 1;
         self.scheduled = false;
-        Some(top.job)
+        Some(job)
     }
 
     /// Restarts the virtual clock when nobody is in service, keeping it small.
     #[inline]
     pub fn settle(&mut self) {
-        if self.in_service.is_empty() {
+        if self.serving == 0 {
             self.vclock = 0.0;
         }
     }
@@ -288,8 +464,13 @@ impl Station {
     /// What must happen to the station's departure on the event list.
     #[inline]
     pub fn reschedule(&mut self, now: f64) -> Resched {
-        let top = match self.in_service.peek() {
-            Some(top) if self.rate > 0.0 => *top,
+        // The clock level of the next completion, and what identifies it.
+        let next = match &self.in_service {
+            InService::Tags(h) => h.peek().map(|top| (top.tag, top.seq)),
+            InService::Race(r) => (r.len > 0).then_some((r.threshold, 0)),
+        };
+        let (level, seq) = match next {
+            Some(next) if self.rate > 0.0 => next,
             _ => {
                 if self.scheduled {
                     self.scheduled = false;
@@ -298,14 +479,14 @@ impl Station {
                 return Resched::Keep;
             }
         };
-        if self.scheduled && self.sched_rate == self.rate && self.sched_seq == top.seq {
-            // Same job at the same rate: the pending event is still exact.
+        if self.scheduled && self.sched_rate == self.rate && self.sched_seq == seq {
+            // Same completion at the same clock rate: the pending event is still exact.
             return Resched::Keep;
         }
         self.scheduled = true;
         self.sched_rate = self.rate;
-        self.sched_seq = top.seq;
-        Resched::At(now + (top.tag - self.vclock).max(0.0) / self.rate)
+        self.sched_seq = seq;
+        Resched::At(now + (level - self.vclock).max(0.0) / self.rate)
     }
 }
 
