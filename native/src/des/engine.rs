@@ -99,6 +99,10 @@ pub struct Simulation {
 
     svc_rng: Vec<Rng>,
     route_rng: Vec<Rng>,
+    /// The next destination of each routing stream, drawn one step ahead so
+    /// that the draw's latency is off the event's critical path (the stream
+    /// still yields the same sequence).
+    route_next: Vec<Dest>,
     retry_rng: Vec<Rng>,
     arrival_rng: Vec<Rng>,
     entry_rng: Vec<Rng>,
@@ -123,7 +127,10 @@ pub struct Simulation {
     acc: Acc,
     out: Windows,
     window: u64,
+    window_start: f64,
     window_end: f64,
+    /// Scratch: busy clocks of the stations at a window's end.
+    busy_end: Vec<f64>,
     trace: Option<Trace>,
 }
 
@@ -185,6 +192,7 @@ impl Simulation {
             pending: VecDeque::with_capacity(64),
             next_request: 0,
             svc_rng: streams(Purpose::Service),
+            route_next: Vec::new(),
             route_rng: streams(Purpose::Routing),
             retry_rng: streams(Purpose::RetryTimeout),
             arrival_rng: per_class(Purpose::Interarrival),
@@ -199,13 +207,18 @@ impl Simulation {
             pert_at,
             pass,
             cells: vec![Cell::default(); nc * m],
-            acc: Acc::new(nc, m),
+            acc: Acc::new(nc),
             out: Windows::default(),
             window: 0,
+            window_start: 0.0,
             window_end: model.window,
+            busy_end: Vec::with_capacity(m),
             trace: model.trace.then(Trace::default),
             model,
         };
+        sim.route_next = (0..nc * m)
+            .map(|i| sim.model.routes.draw(i, &mut sim.route_rng[i]))
+            .collect();
         sim.init();
         Ok(sim)
     }
@@ -535,7 +548,8 @@ impl Simulation {
     #[inline]
     fn route(&mut self, c: usize, k: usize) -> Option<Dest> {
         let i = c * self.m + k;
-        let d = self.model.routes.draw(i, &mut self.route_rng[i]);
+        let next = self.model.routes.draw(i, &mut self.route_rng[i]);
+        let d = std::mem::replace(&mut self.route_next[i], next);
         (d.station != EXIT).then_some(d)
     }
 
@@ -587,18 +601,12 @@ impl Simulation {
         }
     }
 
-    /// Integrates cell (c, k) up to now, then changes its counts (station touched first).
+    /// Changes the counts of cell (c, k) now (station `k` touched first).
     #[inline(always)]
     fn cell_change(&mut self, c: usize, k: usize, dn: i32, ds: i32) {
-        let i = c * self.m + k;
-        let b = self.st[k].busy_clock;
-        let cell = &mut self.cells[i];
-        self.acc.q_area[i] += f64::from(cell.n) * (self.now - cell.q_last);
-        self.acc.busy_area[i] += f64::from(cell.s) * (b - cell.b_last);
-        cell.q_last = self.now;
-        cell.b_last = b;
-        cell.n = cell.n.wrapping_add_signed(dn);
-        cell.s = cell.s.wrapping_add_signed(ds);
+        let since_w0 = self.now - self.window_start;
+        let busy = self.st[k].busy_clock;
+        self.cells[c * self.m + k].change(dn, ds, since_w0, busy);
     }
 
     /// Job `j` enters queue or delay station `k`, which has room.
@@ -614,7 +622,7 @@ impl Simulation {
         job.start = f64::NAN;
         job.retries = 0;
         job.blocked = false;
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         self.st[k].touch(now);
         let serve = self.st[k].has_free_server();
         self.cell_change(c, k, 1, serve as i32);
@@ -644,7 +652,7 @@ impl Simulation {
         job.retries = 0;
         job.blocked = false;
         let job = *job;
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         let st = &mut self.st[k];
         st.touch(now);
         st.q_max = st.q_max.max(st.n + 1);
@@ -733,11 +741,7 @@ impl Simulation {
     fn record_visit(&mut self, job: &Job, k: usize, status: Status) {
         let i = job.class as usize * self.m + k;
         let rt = self.now - job.arrival;
-        self.acc.completions[i] += 1.0;
-        self.acc.rt_sum[i] += rt;
-        if rt > self.acc.rt_max[i] {
-            self.acc.rt_max[i] = rt;
-        }
+        self.cells[i].complete(rt);
         self.trace_visit(job, k, status);
     }
 
@@ -774,7 +778,7 @@ impl Simulation {
     fn refuse(&mut self, j: u32, k: usize) {
         let c = self.jobs[j as usize].class as usize;
         let i = c * self.m + k;
-        self.acc.drops[i] += 1.0;
+        self.cells[i].drops += 1.0;
         let retry = self.model.stations[k]
             .retry
             .as_ref()
@@ -864,7 +868,7 @@ impl Simulation {
             job.arrival = now;
             job.start = now;
         }
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         let job = self.jobs[j as usize];
         self.record_visit(&job, k, Status::Ok);
         let join = self.st[k].join as usize;
@@ -900,7 +904,7 @@ impl Simulation {
         let sj = &mut self.st[join];
         sj.n += 1;
         sj.q_max = sj.q_max.max(sj.n);
-        self.acc.arrivals[c * self.m + join] += 1.0;
+        self.cells[c * self.m + join].arrivals += 1.0;
         let parent = &mut self.jobs[j as usize];
         parent.station = join as u32;
         parent.arrival = now;
@@ -943,7 +947,7 @@ impl Simulation {
         jm.station = k as u32;
         jm.arrival = now;
         jm.start = now;
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         let job = self.jobs[j as usize];
         self.record_visit(&job, k, Status::Ok);
         self.depart_instant(j, c, k);
@@ -997,7 +1001,7 @@ impl Simulation {
             self.record_visit(&job, k, Status::Ok);
             self.depart_instant(parent, c, k);
         } else {
-            self.acc.drops[c * self.m + k] += 1.0;
+            self.cells[c * self.m + k].drops += 1.0;
             self.trace_visit(&job, k, status);
             self.lose(parent);
         }
@@ -1009,27 +1013,23 @@ impl Simulation {
     fn close_windows(&mut self, t: f64) {
         while self.window_end <= t {
             let end = self.window_end;
+            let mut busy_end = std::mem::take(&mut self.busy_end);
+            busy_end.clear();
             for st in &mut self.st {
                 st.touch(end);
-            }
-            for (i, cell) in self.cells.iter_mut().enumerate() {
-                let b = self.st[i % self.m].busy_clock;
-                self.acc.q_area[i] += f64::from(cell.n) * (end - cell.q_last);
-                self.acc.busy_area[i] += f64::from(cell.s) * (b - cell.b_last);
-                cell.q_last = end;
+                busy_end.push(st.busy_clock);
                 // Busy clocks restart at every window, keeping them small.
-                cell.b_last = 0.0;
-            }
-            self.out
-                .t_start
-                .push(self.window as f64 * self.model.window);
-            for st in &mut self.st {
                 st.busy_clock = 0.0;
                 self.out.q_max.push(f64::from(st.q_max));
                 st.q_max = st.n;
             }
-            self.acc.emit(&mut self.out);
+            self.out.t_start.push(self.window_start);
+            let width = end - self.window_start;
+            self.acc
+                .emit(&mut self.cells, &busy_end, width, &mut self.out);
+            self.busy_end = busy_end;
             self.window += 1;
+            self.window_start = end;
             // By multiplication, so boundaries do not drift over long runs.
             self.window_end = (self.window + 1) as f64 * self.model.window;
         }

@@ -167,20 +167,28 @@ impl EventList {
     #[inline(always)]
     fn replay(&mut self, leaf: u32, key: u128) {
         let mut i = self.width + leaf as usize;
+        assert!(i < self.key.len() && self.key.len() == self.leaf.len());
         let (mut t, mut s, mut l) = ((key >> 64) as u64, key as u64, leaf);
-        self.key[i] = key;
-        self.leaf[i] = l;
-        while i > 1 {
-            let sk = self.key[i ^ 1];
-            let (st, ss, sl) = ((sk >> 64) as u64, sk as u64, self.leaf[i ^ 1]);
-            // Which subtree wins is a coin toss to the branch predictor.
-            let sibling_first = (st < t) | ((st == t) & (ss < s));
-            t = select_unpredictable(sibling_first, st, t);
-            s = select_unpredictable(sibling_first, ss, s);
-            l = select_unpredictable(sibling_first, sl, l);
-            i >>= 1;
-            self.key[i] = (u128::from(t) << 64) | u128::from(s);
-            self.leaf[i] = l;
+        let (keys, leaves) = (self.key.as_mut_ptr(), self.leaf.as_mut_ptr());
+        // SAFETY: `i` starts below `key.len() == leaf.len()` (asserted) and
+        // only halves, and `i ^ 1 <= i + 1 < 2 * width == key.len()` because
+        // `i` and `i ^ 1` are siblings below node `i / 2`; the hot loop runs
+        // without bounds checks.
+        unsafe {
+            *keys.add(i) = key;
+            *leaves.add(i) = l;
+            while i > 1 {
+                let sk = *keys.add(i ^ 1);
+                let (st, ss, sl) = ((sk >> 64) as u64, sk as u64, *leaves.add(i ^ 1));
+                // Which subtree wins is a coin toss to the branch predictor.
+                let sibling_first = (st < t) | ((st == t) & (ss < s));
+                t = select_unpredictable(sibling_first, st, t);
+                s = select_unpredictable(sibling_first, ss, s);
+                l = select_unpredictable(sibling_first, sl, l);
+                i >>= 1;
+                *keys.add(i) = (u128::from(t) << 64) | u128::from(s);
+                *leaves.add(i) = l;
+            }
         }
     }
 

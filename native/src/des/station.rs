@@ -141,6 +141,10 @@ pub struct Race {
     mass: f64,
     /// Exp(1) level of integrated hazard at which the next completion happens.
     threshold: f64,
+    /// The next threshold and the random bits of the next pick, drawn one
+    /// step ahead so that drawing is off the event's critical path.
+    next_threshold: f64,
+    next_pick: u64,
     rng: Rng,
 }
 
@@ -157,6 +161,8 @@ impl Race {
             len: 0,
             mass: 0.0,
             threshold: rng.exp1(),
+            next_threshold: rng.exp1(),
+            next_pick: rng.next_u64(),
             rng,
         }
     }
@@ -203,15 +209,17 @@ impl Race {
             pick
         };
         let list = &mut self.members[c];
-        let i = if list.len() > 1 {
-            self.rng.below(list.len() as u32) as usize
+        let job = if list.len() > 1 {
+            let i = ((u128::from(self.next_pick) * list.len() as u128) >> 64) as usize;
+            self.next_pick = self.rng.next_u64();
+            list.swap_remove(i)
         } else {
-            0
+            list.pop()?
         };
-        let job = list.swap_remove(i);
         self.len -= 1;
         self.update_mass();
-        self.threshold = self.rng.exp1();
+        self.threshold = self.next_threshold;
+        self.next_threshold = self.rng.exp1();
         Some(job)
     }
 }
