@@ -122,6 +122,9 @@ pub struct Simulation {
     /// through on the spot instead of scheduling a departure.
     /// (A pass is not an event: it schedules nothing, so it is not counted.)
     pass: Vec<bool>,
+    /// `class * M + station`: the station is the reference of closed class
+    /// `class`, where its cycles end and restart.
+    cycle_end: Vec<bool>,
 
     cells: Vec<Cell>,
     acc: Acc,
@@ -176,7 +179,7 @@ impl Simulation {
         for (k, station) in st.iter_mut().enumerate() {
             if let Some(mu) = race_rates(&model, &pass, k) {
                 let rng = Rng::stream(seed, replication, stream_id(Purpose::Race, 0, k));
-                station.use_race(mu, rng);
+                station.use_race(&mu, rng);
             }
         }
         let mut sim = Simulation {
@@ -206,6 +209,9 @@ impl Simulation {
             pert_begins: vec![0; model.perturbations.len()],
             pert_at,
             pass,
+            cycle_end: (0..nc * m)
+                .map(|i| !model.classes[i / m].open && model.classes[i / m].reference == i % m)
+                .collect(),
             cells: vec![Cell::default(); nc * m],
             acc: Acc::new(nc),
             out: Windows::default(),
@@ -457,7 +463,7 @@ impl Simulation {
         if let Some(t) = dest {
             let k2 = t.station as usize;
             let d = &self.st[k2];
-            if k2 != k && d.block && d.serves() && d.n >= d.capacity {
+            if d.blocks_when_full && k2 != k && d.n >= d.capacity {
                 // Blocking after service: the job keeps its server until room frees at k2.
                 let job = &mut self.jobs[j as usize];
                 job.blocked = true;
@@ -562,7 +568,7 @@ impl Simulation {
         }
         let job = self.jobs[j as usize];
         let home = job.home as usize;
-        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+        if job.group == NONE && self.cycle_end[home * self.m + k] {
             self.end_cycle(j);
             if self.to_retire[home] > 0 {
                 return self.retire(j);
@@ -658,7 +664,7 @@ impl Simulation {
         st.q_max = st.q_max.max(st.n + 1);
         self.record_visit(&job, k, Status::Ok);
         let home = job.home as usize;
-        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+        if job.group == NONE && self.cycle_end[home * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
             let job = &mut self.jobs[j as usize];
             job.request = self.next_request;
@@ -676,11 +682,14 @@ impl Simulation {
             job.start = self.now;
         }
         let class = job.class;
-        // Validation guarantees a law wherever a class can be served; a race
-        // draws its completions itself.
-        let work = match &self.model.service[i] {
-            Some(d) if !self.st[k].is_race() => d.sample(&mut self.svc_rng[i]),
-            _ => 0.0,
+        // A race draws its completions itself; elsewhere validation
+        // guarantees a law wherever a class can be served.
+        let work = if self.st[k].is_race() {
+            0.0
+        } else {
+            self.model.service[i]
+                .as_ref()
+                .map_or(0.0, |d| d.sample(&mut self.svc_rng[i]))
         };
         self.st[k].start(j, class, work);
     }
@@ -694,10 +703,10 @@ impl Simulation {
         }
     }
 
-    /// Job `j` finishes its visit at station `k` (after service, or after being blocked).
+    /// Job `j` finishes its visit at station `k` (after service, or after
+    /// being blocked); the caller has touched the station.
     fn leave(&mut self, j: u32, k: usize) {
         let now = self.now;
-        self.st[k].touch(now);
         let job = self.jobs[j as usize];
         let c = job.class as usize;
         self.cell_change(c, k, -1, -1);
@@ -709,22 +718,21 @@ impl Simulation {
         }
         self.record_visit(&job, k, Status::Ok);
         let home = job.home as usize;
-        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+        if job.group == NONE && self.cycle_end[home * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
             let job = &mut self.jobs[j as usize];
             job.request = self.next_request;
             job.sys_start = now;
             self.next_request += 1;
         }
-        if !self.st[k].ps && self.st[k].kind == Kind::Queue {
-            while self.st[k].has_free_server() {
-                let Some(w) = self.st[k].waiting.pop_front() else {
-                    break;
-                };
-                let wc = self.jobs[w as usize].class as usize;
-                self.cell_change(wc, k, 0, 1);
-                self.start_service(w, k);
-            }
+        // Only FCFS queues have waiting jobs.
+        while !self.st[k].waiting.is_empty() && self.st[k].has_free_server() {
+            let Some(w) = self.st[k].waiting.pop_front() else {
+                break;
+            };
+            let wc = self.jobs[w as usize].class as usize;
+            self.cell_change(wc, k, 0, 1);
+            self.start_service(w, k);
         }
         let st = &mut self.st[k];
         st.settle();
@@ -767,6 +775,7 @@ impl Simulation {
                 break;
             };
             let from = self.jobs[w as usize].station as usize;
+            self.st[from].touch(self.now);
             self.leave(w, from);
             let job = &mut self.jobs[w as usize];
             job.class = job.next_class;
