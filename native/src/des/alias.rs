@@ -4,8 +4,10 @@
 //! station, or leaving the network with the row's missing mass) becomes `n`
 //! equally likely slots, each holding its own destination and an alias taken
 //! with the complementary probability (Vose's construction). A draw is one
-//! uniform, split into the slot and a threshold test, and a branch-free
-//! select; no search whose length or outcome the branch predictor must guess.
+//! 64-bit random word times `n`: the high word of the product is the slot
+//! and the low word its uniform fractional part, tested against the slot's
+//! threshold, then a branch-free select. All integer: no search whose
+//! length or outcome the branch predictor must guess, no float conversion.
 
 use std::hint::select_unpredictable;
 
@@ -23,8 +25,8 @@ pub const EXIT: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    /// Take `own` if the fractional part of the draw is below this.
-    threshold: f64,
+    /// Take `own` if the fractional part of the draw, in units of 2^-64, is below this.
+    threshold: u64,
     own: Dest,
     alias: Dest,
 }
@@ -58,7 +60,7 @@ impl AliasRows {
         if n == 1 {
             let d = items[0].0;
             self.slots.push(Slot {
-                threshold: 1.0,
+                threshold: u64::MAX,
                 own: d,
                 alias: d,
             });
@@ -79,10 +81,10 @@ impl AliasRows {
             },
             1 => self.slots[start as usize].own,
             _ => {
-                let u = rng.unit() * f64::from(n);
-                let i = (u as u32).min(n - 1);
+                let x = u128::from(rng.next_u64()) * u128::from(n);
+                let (i, frac) = ((x >> 64) as u32, x as u64);
                 let s = &self.slots[(start + i) as usize];
-                select_unpredictable(u - f64::from(i) < s.threshold, s.own, s.alias)
+                select_unpredictable(frac < s.threshold, s.own, s.alias)
             }
         }
     }
@@ -92,10 +94,13 @@ impl AliasRows {
 fn vose(items: &[(Dest, f64)], total: f64) -> Vec<Slot> {
     let n = items.len();
     let scaled: Vec<f64> = items.iter().map(|t| t.1 * n as f64 / total).collect();
+    // Thresholds as fractions in [0, 1] first; a slot that keeps 1 always
+    // yields its own destination (its alias is itself).
+    let mut own_share = vec![1.0; n];
     let mut slots: Vec<Slot> = items
         .iter()
         .map(|t| Slot {
-            threshold: 1.0,
+            threshold: u64::MAX,
             own: t.0,
             alias: t.0,
         })
@@ -104,7 +109,7 @@ fn vose(items: &[(Dest, f64)], total: f64) -> Vec<Slot> {
     let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| scaled[i] < 1.0);
     while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
         small.pop();
-        slots[s].threshold = left[s];
+        own_share[s] = left[s];
         slots[s].alias = items[l].0;
         left[l] -= 1.0 - left[s];
         if left[l] < 1.0 {
@@ -114,8 +119,12 @@ fn vose(items: &[(Dest, f64)], total: f64) -> Vec<Slot> {
     }
     // Whatever is left holds (up to rounding) exactly one slot's worth.
     for i in small.into_iter().chain(large) {
-        slots[i].threshold = 1.0;
+        own_share[i] = 1.0;
         slots[i].alias = slots[i].own;
+    }
+    for (slot, share) in slots.iter_mut().zip(own_share) {
+        // 2^64 * share, saturating at 1 (the float-to-int cast saturates).
+        slot.threshold = (share * 18_446_744_073_709_551_616.0) as u64;
     }
     slots
 }
@@ -137,8 +146,9 @@ mod tests {
             None => p.push((d.station, w)),
         };
         for s in &rows.slots[start as usize..(start + n) as usize] {
-            add(s.own, s.threshold / f64::from(n));
-            add(s.alias, (1.0 - s.threshold) / f64::from(n));
+            let share = s.threshold as f64 / 18_446_744_073_709_551_616.0;
+            add(s.own, share / f64::from(n));
+            add(s.alias, (1.0 - share) / f64::from(n));
         }
         p.retain(|x| x.1 > 1e-15);
         p.sort_by_key(|x| x.0);

@@ -525,7 +525,7 @@ impl Simulation {
         }
         let st = &mut self.st[k];
         st.touch(self.now);
-        st.speed = speed;
+        st.set_speed(speed);
         st.refresh();
         self.reschedule(k);
     }
