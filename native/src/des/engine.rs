@@ -566,9 +566,9 @@ impl Simulation {
             Kind::Join => return self.at_join(j, k),
             Kind::Queue | Kind::Delay => {}
         }
-        let job = self.jobs[j as usize];
-        let home = job.home as usize;
-        if job.group == NONE && self.cycle_end[home * self.m + k] {
+        let job = &self.jobs[j as usize];
+        let (home, group) = (job.home as usize, job.group);
+        if group == NONE && self.cycle_end[home * self.m + k] {
             self.end_cycle(j);
             if self.to_retire[home] > 0 {
                 return self.retire(j);
@@ -662,7 +662,7 @@ impl Simulation {
         let st = &mut self.st[k];
         st.touch(now);
         st.q_max = st.q_max.max(st.n + 1);
-        self.record_visit(&job, k, Status::Ok);
+        self.record_visit(j, k, Status::Ok);
         let home = job.home as usize;
         if job.group == NONE && self.cycle_end[home * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
@@ -707,18 +707,20 @@ impl Simulation {
     /// being blocked); the caller has touched the station.
     fn leave(&mut self, j: u32, k: usize) {
         let now = self.now;
-        let job = self.jobs[j as usize];
-        let c = job.class as usize;
+        let job = &mut self.jobs[j as usize];
+        let (c, home, group, blocked) = (
+            job.class as usize,
+            job.home as usize,
+            job.group,
+            job.blocked,
+        );
+        job.blocked = false;
         self.cell_change(c, k, -1, -1);
         let st = &mut self.st[k];
         st.n -= 1;
-        if job.blocked {
-            st.blocked -= 1;
-            self.jobs[j as usize].blocked = false;
-        }
-        self.record_visit(&job, k, Status::Ok);
-        let home = job.home as usize;
-        if job.group == NONE && self.cycle_end[home * self.m + k] {
+        st.blocked -= u32::from(blocked);
+        self.record_visit(j, k, Status::Ok);
+        if group == NONE && self.cycle_end[home * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
             let job = &mut self.jobs[j as usize];
             job.request = self.next_request;
@@ -746,11 +748,15 @@ impl Simulation {
     }
 
     #[inline(always)]
-    fn record_visit(&mut self, job: &Job, k: usize, status: Status) {
+    fn record_visit(&mut self, j: u32, k: usize, status: Status) {
+        let job = &self.jobs[j as usize];
         let i = job.class as usize * self.m + k;
         let rt = self.now - job.arrival;
         self.cells[i].complete(rt);
-        self.trace_visit(job, k, status);
+        if self.trace.is_some() {
+            let job = *job;
+            self.trace_visit(&job, k, status);
+        }
     }
 
     /// Appends the visit of `job` to station `k`, ending now, to the trace (if on).
@@ -879,7 +885,7 @@ impl Simulation {
         }
         self.cells[c * self.m + k].arrivals += 1.0;
         let job = self.jobs[j as usize];
-        self.record_visit(&job, k, Status::Ok);
+        self.record_visit(j, k, Status::Ok);
         let join = self.st[k].join as usize;
         let given = self.st[k].branches.len();
         let n = if given > 0 {
@@ -957,8 +963,7 @@ impl Simulation {
         jm.arrival = now;
         jm.start = now;
         self.cells[c * self.m + k].arrivals += 1.0;
-        let job = self.jobs[j as usize];
-        self.record_visit(&job, k, Status::Ok);
+        self.record_visit(j, k, Status::Ok);
         self.depart_instant(j, c, k);
     }
 
@@ -1007,7 +1012,7 @@ impl Simulation {
         self.cell_change(c, k, -1, 0);
         self.st[k].n -= 1;
         if status == Status::Ok {
-            self.record_visit(&job, k, Status::Ok);
+            self.record_visit(parent, k, Status::Ok);
             self.depart_instant(parent, c, k);
         } else {
             self.cells[c * self.m + k].drops += 1.0;

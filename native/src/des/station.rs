@@ -23,7 +23,6 @@
 
 use std::collections::VecDeque;
 use std::hint::select_unpredictable;
-use std::sync::OnceLock;
 
 use super::rng::Rng;
 use super::spec::{Discipline, Kind, StationSpec};
@@ -136,9 +135,8 @@ pub struct Race {
     slot_of: Box<[u32]>,
     /// Completion rate `1 / mean` of each slot's class at speed 1.
     mu: Box<[f64]>,
-    /// With one slot: its rate and mean service time (0 otherwise).
+    /// With one slot: its rate (0 otherwise).
     single_mu: f64,
-    single_mean: f64,
     /// Jobs in service grouped by slot: slot `s` holds `jobs[bounds[s]..bounds[s + 1]]`.
     jobs: Vec<u32>,
     bounds: Vec<u32>,
@@ -164,14 +162,13 @@ impl Race {
                 rates.push(m);
             }
         }
-        let (single_mu, single_mean) = match rates[..] {
-            [m] => (m, 1.0 / m),
-            _ => (0.0, 0.0),
+        let single_mu = match rates[..] {
+            [m] => m,
+            _ => 0.0,
         };
         Race {
             slot_of: slot_of.into_boxed_slice(),
             single_mu,
-            single_mean,
             bounds: vec![0; rates.len() + 1],
             mu: rates.into_boxed_slice(),
             jobs: Vec::new(),
@@ -202,6 +199,11 @@ impl Race {
 
     #[inline]
     fn push(&mut self, job: u32, class: u32) {
+        if self.mu.len() == 1 {
+            self.jobs.push(job);
+            self.mass = self.jobs.len() as f64 * self.single_mu;
+            return;
+        }
         // Open a hole at the end of the class's group: the first job of every
         // later group moves to its group's end, from the last group down.
         let slots = self.mu.len();
@@ -224,6 +226,17 @@ impl Race {
     fn pop(&mut self) -> Option<u32> {
         if self.jobs.is_empty() {
             return None;
+        }
+        if self.mu.len() == 1 {
+            // One class: a uniform pick among all jobs in service.
+            let n = self.jobs.len();
+            let i = ((u128::from(self.next_pick) * n as u128) >> 64) as usize;
+            self.next_pick = self.rng.next_u64();
+            let job = self.jobs.swap_remove(i);
+            self.mass = (n - 1) as f64 * self.single_mu;
+            self.threshold = self.next_threshold;
+            self.next_threshold = self.rng.exp1();
+            return Some(job);
         }
         let slots = self.mu.len();
         let s = if slots == 1 {
@@ -299,14 +312,9 @@ pub struct Station {
     /// Jobs that finished service but wait for room downstream (they keep their server).
     pub blocked: u32,
     speed: f64,
-    /// `1 / speed` (infinite during a stall).
-    inv_speed: f64,
     /// Rate of the clock: per-job service rate `speed * g(n)` with tags, total
     /// hazard rate `speed * g(n) * sum(mu)` in a race.
     pub rate: f64,
-    /// `1 / rate`, so that scheduling multiplies: a division's latency would
-    /// sit on every event's critical path.
-    inv_rate: f64,
     /// Current busy share `h(n)` of each job occupying capacity.
     pub share: f64,
     /// Tags: work attained per in-service job since the station last emptied.
@@ -323,9 +331,9 @@ pub struct Station {
     serve_limit: u32,
     /// `(g(n), h(n))` for small `n` (see [`Station::g`] and [`Station::h`]).
     rate_share: Box<[(f64, f64)]>,
-    /// Queues: `(alpha(i), 1 / alpha(i))` for `i = min(n, L)`, the total
-    /// service capacity with `n` jobs present (index 0: none).
-    caps: Box<[(f64, f64)]>,
+    /// Queues: `alpha(i)` for `i = min(n, L)`, the total service capacity
+    /// with `n` jobs present (index 0: none).
+    caps: Box<[f64]>,
     /// FCFS jobs waiting for a server.
     pub waiting: VecDeque<u32>,
     /// Jobs blocked elsewhere that wait for room here, in arrival order.
@@ -357,9 +365,7 @@ impl Station {
             n: 0,
             blocked: 0,
             speed: 1.0,
-            inv_speed: 1.0,
             rate: 0.0,
-            inv_rate: f64::INFINITY,
             share: 0.0,
             vclock: 0.0,
             busy_clock: 0.0,
@@ -372,8 +378,8 @@ impl Station {
                 u32::MAX
             },
             rate_share: Box::default(),
-            caps: std::iter::once((0.0, f64::INFINITY))
-                .chain(spec.alpha.iter().map(|&a| (a, 1.0 / a)))
+            caps: std::iter::once(0.0)
+                .chain(spec.alpha.iter().copied())
                 .collect(),
             waiting: VecDeque::new(),
             waiters: VecDeque::new(),
@@ -477,40 +483,26 @@ impl Station {
             InService::Race(r) if r.single_mu > 0.0 && self.serving == n.min(self.serve_limit) => {
                 // All jobs present that may be served are: the total
                 // capacity is exact (alpha(n), or n at a delay station), so
-                // the rate is bit-identical whenever the state repeats, and
-                // its inverse needs no division.
-                let (cap, inv_cap) = self.capacity(n);
-                self.rate = self.speed * (r.single_mu * cap);
-                self.inv_rate = self.inv_speed * (r.single_mean * inv_cap);
+                // the rate is bit-identical whenever the state repeats.
+                self.rate = self.speed * (r.single_mu * self.capacity(n));
             }
-            InService::Race(r) => {
-                self.rate = self.speed * g * r.mass;
-                self.inv_rate = 1.0 / self.rate;
-            }
-            InService::Tags(_) => {
-                self.rate = self.speed * g;
-                self.inv_rate = 1.0 / self.rate;
-            }
+            InService::Race(r) => self.rate = self.speed * g * r.mass,
+            InService::Tags(_) => self.rate = self.speed * g,
         }
     }
 
-    /// Total service capacity `g(n) * min(n, limit)` with `n` jobs present,
-    /// and its inverse: `alpha(n)` at a queue, `n` at a delay station
-    /// (selected without a branch: the station changes from event to event).
+    /// Total service capacity `g(n) * min(n, limit)` with `n` jobs present:
+    /// `alpha(n)` at a queue, `n` at a delay station (selected without a
+    /// branch: the station changes from event to event).
     #[inline]
-    fn capacity(&self, n: u32) -> (f64, f64) {
-        let (qc, qi) = self.caps[(n as usize).min(self.caps.len() - 1)];
-        let delay = self.kind == Kind::Delay;
-        (
-            select_unpredictable(delay, f64::from(n), qc),
-            select_unpredictable(delay, recip(n), qi),
-        )
+    fn capacity(&self, n: u32) -> f64 {
+        let qc = self.caps[(n as usize).min(self.caps.len() - 1)];
+        select_unpredictable(self.kind == Kind::Delay, f64::from(n), qc)
     }
 
     /// Sets the speed factor (call `touch` first, `refresh` after).
     pub fn set_speed(&mut self, speed: f64) {
         self.speed = speed;
-        self.inv_speed = 1.0 / speed;
     }
 
     /// A job may enter service: FCFS has a free server (blocked jobs keep
@@ -594,19 +586,7 @@ impl Station {
         self.scheduled = true;
         self.sched_rate = self.rate;
         self.sched_seq = seq;
-        Resched::At(now + (level - self.vclock).max(0.0) * self.inv_rate)
-    }
-}
-
-/// `1 / n`, from a table for the counts a station usually holds.
-#[inline]
-fn recip(n: u32) -> f64 {
-    const LEN: usize = 4096;
-    static TABLE: OnceLock<Box<[f64]>> = OnceLock::new();
-    let t = TABLE.get_or_init(|| (0..LEN).map(|i| 1.0 / i as f64).collect());
-    match t.get(n as usize) {
-        Some(&r) => r,
-        None => 1.0 / f64::from(n),
+        Resched::At(now + (level - self.vclock).max(0.0) / self.rate)
     }
 }
 

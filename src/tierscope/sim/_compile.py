@@ -88,7 +88,7 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
         ]
         if cl.is_open:
             assert cl.arrival_rate is not None
-            entry.append([[hub, 1.0]])
+            entry.append(_entry(rows[hub], hub))
             classes.append(
                 {
                     "name": cl.name,
@@ -141,6 +141,17 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
         "window": window,
         "trace": trace,
     }
+
+
+def _entry(first: dict[int, float], hub: int) -> list[list[float]]:
+    """Where an open class's external arrivals go: straight to the hub's first
+    destinations when those take all the mass (the zero-time pass through the
+    source hub would change nothing but cost time), else through the hub (whose
+    missing mass is a request that visits nothing)."""
+    targets: list[list[float]] = [[k, p] for k, p in first.items() if p > 0]
+    if abs(sum(p for _, p in targets) - 1.0) <= 1e-9:
+        return targets
+    return [[hub, 1.0]]
 
 
 def _class_routing(cl: ClassSpec, index: dict[str, int], hub: int) -> dict[int, dict[int, float]]:
