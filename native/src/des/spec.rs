@@ -447,14 +447,19 @@ fn parse_class(v: &Value, path: &str, m: usize) -> Result<ClassSpec> {
         None => return Err(bad(o.at("reference"), "is required for a closed class")),
     };
     let (interarrival, population) = if open {
-        let d = Dist::parse(o.req("interarrival")?, &o.at("interarrival"))?;
-        if d.is_zero() {
+        // `null`: no arrivals of its own (a class entered only by class switching);
+        // a missing key is still an error, so a typo cannot silence a class.
+        if !o.has("interarrival") {
+            return Err(bad(o.at("interarrival"), "is required (null: no arrivals)"));
+        }
+        let d = parse_opt(o.req_or_null("interarrival"), &o.at("interarrival"))?;
+        if d.as_ref().is_some_and(Dist::is_zero) {
             return Err(bad(
                 o.at("interarrival"),
                 "puts all its mass on zero (infinitely many arrivals)",
             ));
         }
-        (Some(d), 0)
+        (d, 0)
     } else {
         let p = o.opt_count("population")?.unwrap_or(0);
         if p > 100_000_000 {
@@ -619,7 +624,7 @@ fn parse_entry(rows: &[Value], classes: &[ClassSpec], m: usize) -> Result<Vec<Ve
                 cum.push((acc, k as u32));
             }
         }
-        if cl.open {
+        if cl.open && cl.interarrival.is_some() {
             if (acc - 1.0).abs() > SUM_TOL {
                 return Err(bad(
                     at,
