@@ -14,6 +14,7 @@ use std::time::Instant;
 use super::alias::{Dest, EXIT};
 use super::dist::Dist;
 use super::event::{EventKind, EventList};
+use super::markov::MarkovSim;
 use super::rng::{stream_id, Purpose, Rng};
 use super::spec::{Kind, Model};
 use super::station::{Resched, Station};
@@ -81,9 +82,63 @@ pub struct Advance {
     pub trace: Option<Trace>,
 }
 
-/// A running simulation of one replication.
+/// A running simulation of one replication: the Markov fast path when the
+/// model allows it (see [`super::markov`]), else the event engine.
 #[derive(Debug)]
-pub struct Simulation {
+pub struct Simulation(Engine);
+
+#[derive(Debug)]
+enum Engine {
+    Events(Box<EventSim>),
+    Markov(Box<MarkovSim>),
+}
+
+impl Simulation {
+    /// Parses `spec_json` and places closed populations at their reference stations at t = 0.
+    pub fn new(spec_json: &str, seed: u64, replication: u64) -> Result<Simulation> {
+        let model = Model::from_json(spec_json)?;
+        Ok(Simulation(if MarkovSim::applies(&model) {
+            Engine::Markov(Box::new(MarkovSim::new(model, seed, replication)))
+        } else {
+            Engine::Events(Box::new(EventSim::new(model, seed, replication)))
+        }))
+    }
+
+    /// Whether the Markov fast path runs this simulation.
+    pub fn is_markov(&self) -> bool {
+        matches!(self.0, Engine::Markov(_))
+    }
+
+    /// Simulated time.
+    pub fn now(&self) -> f64 {
+        match &self.0 {
+            Engine::Events(s) => s.now,
+            Engine::Markov(s) => s.now(),
+        }
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        match &self.0 {
+            Engine::Events(s) => s.events,
+            Engine::Markov(s) => s.events(),
+        }
+    }
+
+    /// Runs until simulated time `until` (events at exactly `until` are left
+    /// for later, as in SimPy) or until `max_events` more events, whichever
+    /// comes first, and hands over the windows completed meanwhile.
+    pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
+        match &mut self.0 {
+            Engine::Events(s) => s.advance(until, max_events),
+            Engine::Markov(s) => s.advance(until, max_events),
+        }
+    }
+}
+
+/// The event engine: one replication of any model.
+#[derive(Debug)]
+struct EventSim {
     model: Model,
     m: usize,
     now: f64,
@@ -137,10 +192,9 @@ pub struct Simulation {
     trace: Option<Trace>,
 }
 
-impl Simulation {
-    /// Parses `spec_json` and places closed populations at their reference stations at t = 0.
-    pub fn new(spec_json: &str, seed: u64, replication: u64) -> Result<Simulation> {
-        let model = Model::from_json(spec_json)?;
+impl EventSim {
+    /// Places closed populations at their reference stations at t = 0.
+    fn new(model: Model, seed: u64, replication: u64) -> EventSim {
         let (nc, m) = (model.n_classes(), model.n_stations());
         let streams = |p: Purpose| -> Vec<Rng> {
             (0..nc * m)
@@ -156,25 +210,7 @@ impl Simulation {
         for (i, p) in model.perturbations.iter().enumerate() {
             pert_at[p.station].push(i as u32);
         }
-        let pass: Vec<bool> = (0..nc * m)
-            .map(|i| {
-                let (c, k) = (i / m, i % m);
-                let st = &model.stations[k];
-                let zero = matches!(model.service[i], Some(Dist::Det { value }) if value == 0.0);
-                // No capacity (nobody waits for room here), no speed changes (a
-                // stall would hold the job), and no blocking destination (the
-                // job would have to stay here on its server).
-                let can_block = model.row(c, k).iter().any(|t| {
-                    let d = &model.stations[t.station as usize];
-                    d.block && d.capacity != u32::MAX
-                });
-                st.kind == Kind::Delay
-                    && zero
-                    && st.capacity == u32::MAX
-                    && pert_at[k].is_empty()
-                    && !can_block
-            })
-            .collect();
+        let pass = zero_time_passes(&model);
         let mut st: Vec<Station> = model.stations.iter().map(Station::new).collect();
         for (k, station) in st.iter_mut().enumerate() {
             if let Some(mu) = race_rates(&model, &pass, k) {
@@ -182,7 +218,7 @@ impl Simulation {
                 station.use_race(&mu, rng);
             }
         }
-        let mut sim = Simulation {
+        let mut sim = EventSim {
             m,
             now: 0.0,
             events: 0,
@@ -226,17 +262,7 @@ impl Simulation {
             .map(|i| sim.model.routes.draw(i, &mut sim.route_rng[i]))
             .collect();
         sim.init();
-        Ok(sim)
-    }
-
-    /// Simulated time.
-    pub fn now(&self) -> f64 {
-        self.now
-    }
-
-    /// Events processed so far.
-    pub fn events(&self) -> u64 {
-        self.events
+        sim
     }
 
     fn init(&mut self) {
@@ -274,10 +300,7 @@ impl Simulation {
         self.drain();
     }
 
-    /// Runs until simulated time `until` (events at exactly `until` are left
-    /// for later, as in SimPy) or until `max_events` more events, whichever
-    /// comes first, and hands over the windows completed meanwhile.
-    pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
+    fn advance(&mut self, until: f64, max_events: u64) -> Advance {
         let wall = Instant::now();
         let mut done = 0;
         while done < max_events {
@@ -1053,7 +1076,7 @@ impl Simulation {
 /// Class rates `1 / mean` of station `k` if it can be served as an exponential
 /// race: a queue or delay station where every class that can be in service
 /// has exponential service (classes passed through in zero time never are).
-fn race_rates(model: &Model, pass: &[bool], k: usize) -> Option<Vec<f64>> {
+pub(super) fn race_rates(model: &Model, pass: &[bool], k: usize) -> Option<Vec<f64>> {
     let m = model.n_stations();
     if !matches!(model.stations[k].kind, Kind::Queue | Kind::Delay) {
         return None;
@@ -1064,6 +1087,32 @@ fn race_rates(model: &Model, pass: &[bool], k: usize) -> Option<Vec<f64>> {
             None => Some(0.0),
             Some(Dist::Exp { mean }) => Some(1.0 / mean),
             Some(_) => None,
+        })
+        .collect()
+}
+
+/// `class * M + station`: a zero-time visit (delay station, `det 0` service,
+/// such as the compiler's source and think hubs) that is passed through on
+/// the spot instead of scheduling a departure.
+pub(super) fn zero_time_passes(model: &Model) -> Vec<bool> {
+    let (nc, m) = (model.n_classes(), model.n_stations());
+    (0..nc * m)
+        .map(|i| {
+            let (c, k) = (i / m, i % m);
+            let st = &model.stations[k];
+            let zero = matches!(model.service[i], Some(Dist::Det { value }) if value == 0.0);
+            // No capacity (nobody waits for room here), no speed changes (a
+            // stall would hold the job), and no blocking destination (the
+            // job would have to stay here on its server).
+            let can_block = model.row(c, k).iter().any(|t| {
+                let d = &model.stations[t.station as usize];
+                d.block && d.capacity != u32::MAX
+            });
+            st.kind == Kind::Delay
+                && zero
+                && st.capacity == u32::MAX
+                && model.perturbations.iter().all(|p| p.station != k)
+                && !can_block
         })
         .collect()
 }

@@ -36,6 +36,8 @@ pub enum Purpose {
     Entry = 5,
     /// Completion clocks and picks of a station served as an exponential race.
     Race = 6,
+    /// The network-wide clock of a Markovian model.
+    Markov = 7,
 }
 
 /// Stream id of `(purpose, class, station)`; distinct for every triple.

@@ -122,6 +122,9 @@ pub struct Model {
     pub population_schedule: Vec<PopulationSchedule>,
     pub window: f64,
     pub trace: bool,
+    /// Use the Markov fast path when the model allows it (see
+    /// [`super::markov`]); `false` forces the event engine.
+    pub markov: bool,
 }
 
 /// Probability sums within this of one count as one.
@@ -194,6 +197,7 @@ impl Model {
             return Err(bad("window", format!("must be > 0, got {window}")));
         }
         let trace = o.opt_bool("trace")?.unwrap_or(false);
+        let markov = o.opt_bool("markov")?.unwrap_or(true);
         let model = Model {
             stations,
             classes,
@@ -207,6 +211,7 @@ impl Model {
             population_schedule,
             window,
             trace,
+            markov,
         };
         model.check_reachable()?;
         Ok(model)

@@ -136,24 +136,27 @@ pub struct Race {
     /// Completion rate `1 / mean` of each slot's class at speed 1.
     mu: Box<[f64]>,
     /// With one slot: its rate (0 otherwise).
-    single_mu: f64,
+    pub(super) single_mu: f64,
     /// Jobs in service grouped by slot: slot `s` holds `jobs[bounds[s]..bounds[s + 1]]`.
     jobs: Vec<u32>,
     bounds: Vec<u32>,
     /// `sum(mu)` over the jobs in service.
-    mass: f64,
+    pub(super) mass: f64,
     /// Exp(1) level of integrated hazard at which the next completion happens.
     threshold: f64,
     /// The next threshold and the random bits of the next pick, drawn one
     /// step ahead so that drawing is off the event's critical path.
     next_threshold: f64,
     next_pick: u64,
+    /// Whether the race keeps its own completion clock (not when a network-wide
+    /// clock decides when the station completes, see [`super::markov`]).
+    timed: bool,
     rng: Rng,
 }
 
 impl Race {
     /// A race with class rates `mu` (0: never served) drawing from `rng`.
-    pub fn new(mu: &[f64], mut rng: Rng) -> Race {
+    pub fn new(mu: &[f64], timed: bool, mut rng: Rng) -> Race {
         let mut slot_of = vec![u32::MAX; mu.len()];
         let mut rates = Vec::new();
         for (c, &m) in mu.iter().enumerate() {
@@ -176,12 +179,13 @@ impl Race {
             threshold: rng.exp1(),
             next_threshold: rng.exp1(),
             next_pick: rng.next_u64(),
+            timed,
             rng,
         }
     }
 
     #[inline]
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.jobs.len()
     }
 
@@ -198,7 +202,7 @@ impl Race {
     }
 
     #[inline]
-    fn push(&mut self, job: u32, class: u32) {
+    pub(super) fn push(&mut self, job: u32, class: u32) {
         if self.mu.len() == 1 {
             self.jobs.push(job);
             self.mass = self.jobs.len() as f64 * self.single_mu;
@@ -223,7 +227,7 @@ impl Race {
     /// Removes the completing job: a class by its share of the hazard, then a
     /// job of it uniformly; then moves on to the next threshold.
     #[inline]
-    fn pop(&mut self) -> Option<u32> {
+    pub(super) fn pop(&mut self) -> Option<u32> {
         if self.jobs.is_empty() {
             return None;
         }
@@ -234,8 +238,7 @@ impl Race {
             self.next_pick = self.rng.next_u64();
             let job = self.jobs.swap_remove(i);
             self.mass = (n - 1) as f64 * self.single_mu;
-            self.threshold = self.next_threshold;
-            self.next_threshold = self.rng.exp1();
+            self.next_threshold_if_timed();
             return Some(job);
         }
         let slots = self.mu.len();
@@ -278,9 +281,16 @@ impl Race {
             *b -= 1;
         }
         self.update_mass();
-        self.threshold = self.next_threshold;
-        self.next_threshold = self.rng.exp1();
+        self.next_threshold_if_timed();
         Some(job)
+    }
+
+    #[inline]
+    fn next_threshold_if_timed(&mut self) {
+        if self.timed {
+            self.threshold = self.next_threshold;
+            self.next_threshold = self.rng.exp1();
+        }
     }
 }
 
@@ -402,7 +412,7 @@ impl Station {
     /// the module notes); the caller guarantees every class that can be in
     /// service here has exponential service.
     pub fn use_race(&mut self, mu: &[f64], rng: Rng) {
-        self.in_service = InService::Race(Race::new(mu, rng));
+        self.in_service = InService::Race(Race::new(mu, true, rng));
         self.refresh();
     }
 
@@ -610,7 +620,11 @@ mod tests {
         // Classes 0 and 2 served (rates 1 and 3), class 1 never; random pushes
         // and pops must keep every group holding exactly its class's jobs,
         // and pops must choose class 2 with probability 3 n2 / (n0 + 3 n2).
-        let mut r = Race::new(&[1.0, 0.0, 3.0], crate::des::rng::Rng::stream(4, 0, 0));
+        let mut r = Race::new(
+            &[1.0, 0.0, 3.0],
+            true,
+            crate::des::rng::Rng::stream(4, 0, 0),
+        );
         let mut rng = crate::des::rng::Rng::stream(4, 0, 1);
         let class_of = |job: u32| job % 3;
         let mut present: Vec<u32> = Vec::new();

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::{assert_close, exp, run};
+use super::{assert_close, both_engines, exp, run};
 use crate::qn::mva::mva_exact;
 
 fn queue(name: &str) -> Value {
@@ -26,7 +26,13 @@ fn closed_network_matches_bolch_and_exact_mva() {
         "entry": [[]],
         "window": 10.0,
     });
-    let r = run(&spec, 11, f64::INFINITY, 2_000_000);
+    for spec in both_engines(&spec) {
+        bolch_8_3(&spec, s);
+    }
+}
+
+fn bolch_8_3(spec: &Value, s: [f64; 4]) {
+    let r = run(spec, 11, f64::INFINITY, 2_000_000);
     assert_close("Bolch 8.3 X1", r.x(0, 0), 9.920, 0.015);
     let v = [1.0, 0.4, 0.2, 0.1];
     let demands = vec![(0..4).map(|k| v[k] * s[k]).collect::<Vec<_>>()];
@@ -155,7 +161,13 @@ fn class_switching_moves_statistics_to_the_new_class() {
         "entry": [[[0, 1.0]], [[1, 1.0]]],
         "window": 100.0,
     });
-    let r = run(&spec, 15, f64::INFINITY, 500_000);
+    for spec in both_engines(&spec) {
+        switched_statistics(&spec);
+    }
+}
+
+fn switched_statistics(spec: &Value) {
+    let r = run(spec, 15, f64::INFINITY, 500_000);
     assert_eq!(r.sum(&r.w.completions, 0, 1), 0.0);
     // Class b at s1 sees both its own arrivals (rate 1) and switched ones (rate 0.5).
     assert_close("s1 class-b X", r.x(1, 1), 1.5, 0.02);
