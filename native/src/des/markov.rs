@@ -54,11 +54,15 @@ struct Node {
     n: u32,
     /// Most jobs in service at once: FCFS servers; no limit for PS and delay.
     limit: u32,
-    servers: u32,
-    delay: bool,
-    ps: bool,
-    /// `alpha(i)` for `i = min(n, L)`: total service capacity (index 0: none).
-    caps: Box<[f64]>,
+    /// 1 at a delay station (capacity `n`), else 0.
+    per_job: f64,
+    /// PS: the first `n` past the table (share `1/n`); others: never.
+    ps_tail: usize,
+    /// `(capacity, busy share)` with `n` jobs present, for `n` up to where
+    /// they stop changing (PS shares go on as `1/n`, computed past the end):
+    /// capacity `alpha(min(n, L))` at a queue (0 at a delay station, which
+    /// adds `n`), share as [`super::station`]'s `h(n)`.
+    tab: Box<[(f64, f64)]>,
     /// Total completion rate.
     rate: f64,
     /// Busy share of each job occupying capacity (see `Station::h`), and its integral.
@@ -71,18 +75,34 @@ struct Node {
 impl Node {
     fn new(spec: &StationSpec, race: Race) -> Node {
         let ps = spec.kind == Kind::Queue && spec.discipline == Discipline::Ps;
-        let fcfs = spec.kind == Kind::Queue && !ps;
+        let delay = spec.kind == Kind::Delay;
+        let m = spec.servers;
+        let flat = spec.alpha.len().max(m as usize);
+        let len = if ps { flat.max(64) } else { flat } + 1;
+        let tab = (0..len)
+            .map(|n| {
+                let alpha = spec.alpha[n.clamp(1, spec.alpha.len()) - 1];
+                let mf = f64::from(m);
+                match (delay, n) {
+                    (true, _) => (0.0, 1.0),
+                    (false, 0) => (0.0, 0.0),
+                    _ if ps => (alpha, n.min(m as usize) as f64 / (mf * n as f64)),
+                    _ => (alpha, 1.0 / mf),
+                }
+            })
+            .collect();
         Node {
             race,
             waiting: VecDeque::new(),
             n: 0,
-            limit: if fcfs { spec.servers } else { u32::MAX },
-            servers: spec.servers,
-            delay: spec.kind == Kind::Delay,
-            ps,
-            caps: std::iter::once(0.0)
-                .chain(spec.alpha.iter().copied())
-                .collect(),
+            limit: if spec.kind == Kind::Queue && !ps {
+                m
+            } else {
+                u32::MAX
+            },
+            per_job: if delay { 1.0 } else { 0.0 },
+            ps_tail: if ps { len } else { usize::MAX },
+            tab,
             rate: 0.0,
             share: 0.0,
             busy_clock: 0.0,
@@ -108,25 +128,21 @@ impl Node {
     /// rate is that times the jobs' mean `mu` (bit-identical for one class).
     #[inline]
     fn refresh(&mut self) {
-        let n = self.n;
-        let queue_cap = self.caps[(n as usize).min(self.caps.len() - 1)];
-        let cap = if self.delay { f64::from(n) } else { queue_cap };
+        let n = self.n as usize;
+        let last = self.tab.len() - 1;
+        let (queue_cap, share) = self.tab[n.min(last)];
+        let cap = queue_cap + n as f64 * self.per_job;
+        self.share = if n >= self.ps_tail {
+            1.0 / n as f64
+        } else {
+            share
+        };
         self.rate = if self.race.single_mu > 0.0 {
             self.race.single_mu * cap
         } else if self.race.len() > 0 {
             cap * (self.race.mass / self.race.len() as f64)
         } else {
             0.0
-        };
-        let m = f64::from(self.servers);
-        self.share = if self.delay {
-            1.0
-        } else if n == 0 {
-            0.0
-        } else if self.ps {
-            f64::from(n.min(self.servers)) / (m * f64::from(n))
-        } else {
-            1.0 / m
         };
     }
 }
