@@ -424,46 +424,63 @@ impl MarkovSim {
             self.st[k].race.push(w, wc);
         }
         self.refresh(k);
-        self.leave_to(j, c, k);
+        if let Some(next) = self.next_station(j, c, k) {
+            self.arrive(j, next);
+        }
     }
 
-    /// Job `j` (class `c`) leaves station `k` by its routing.
+    /// Job `j` (class `c`) leaves station `k` by its routing: where it goes
+    /// next, or `None` if it left the network.
     #[inline]
-    fn leave_to(&mut self, j: u32, c: usize, k: usize) {
+    fn next_station(&mut self, j: u32, c: usize, k: usize) -> Option<usize> {
         match self.route(c, k) {
             Some(d) => {
                 self.jobs[j as usize].class = d.class;
-                self.arrive(j, d.station as usize);
+                Some(d.station as usize)
             }
             None => {
                 let job = self.jobs[j as usize];
                 if self.model.classes[job.home as usize].open {
                     self.record_request(job.home as usize, job.sys_start);
                     self.free_jobs.push(j);
+                    None
                 } else {
                     // Validation makes closed rows sum to 1; kept as a safe fallback.
                     self.jobs[j as usize].class = job.home;
-                    let reference = self.model.classes[job.home as usize].reference;
-                    self.arrive(j, reference);
+                    Some(self.model.classes[job.home as usize].reference)
                 }
             }
         }
     }
 
-    /// Job `j` reaches station `k`.
-    fn arrive(&mut self, j: u32, k: usize) {
+    /// Job `j` reaches station `k`, and goes on at once through zero-time
+    /// visits (in a loop, so no chain of them can deepen the stack).
+    fn arrive(&mut self, j: u32, mut k: usize) {
         let now = self.now;
-        let job = self.jobs[j as usize];
-        let (c, home) = (job.class as usize, job.home as usize);
-        if self.cycle_end[home * self.m + k] && !job.sys_start.is_nan() {
-            // A closed job is back at its reference: its request is complete.
-            self.record_request(home, job.sys_start);
-            self.jobs[j as usize].sys_start = f64::NAN;
-        }
-        self.jobs[j as usize].arrival = now;
-        self.cells[c * self.m + k].arrivals += 1.0;
-        self.st[k].touch(now);
-        if self.pass[c * self.m + k] {
+        loop {
+            let job = self.jobs[j as usize];
+            let (c, home) = (job.class as usize, job.home as usize);
+            if self.cycle_end[home * self.m + k] && !job.sys_start.is_nan() {
+                // A closed job is back at its reference: its request is complete.
+                self.record_request(home, job.sys_start);
+                self.jobs[j as usize].sys_start = f64::NAN;
+            }
+            self.jobs[j as usize].arrival = now;
+            self.cells[c * self.m + k].arrivals += 1.0;
+            self.st[k].touch(now);
+            if !self.pass[c * self.m + k] {
+                let serve = self.st[k].has_free_server();
+                self.cell_change(c, k, 1, i32::from(serve));
+                let st = &mut self.st[k];
+                st.n += 1;
+                st.q_max = st.q_max.max(st.n);
+                if serve {
+                    st.race.push(j, c as u32);
+                } else {
+                    st.waiting.push_back(j);
+                }
+                return self.refresh(k);
+            }
             // A zero-time visit, counted as an arrival, a start and a departure now.
             let st = &mut self.st[k];
             st.q_max = st.q_max.max(st.n + 1);
@@ -471,19 +488,11 @@ impl MarkovSim {
             if self.cycle_end[home * self.m + k] {
                 self.jobs[j as usize].sys_start = now;
             }
-            return self.leave_to(j, c, k);
+            match self.next_station(j, c, k) {
+                Some(next) => k = next,
+                None => return,
+            }
         }
-        let serve = self.st[k].has_free_server();
-        self.cell_change(c, k, 1, i32::from(serve));
-        let st = &mut self.st[k];
-        st.n += 1;
-        st.q_max = st.q_max.max(st.n);
-        if serve {
-            st.race.push(j, c as u32);
-        } else {
-            st.waiting.push_back(j);
-        }
-        self.refresh(k);
     }
 
     #[inline]

@@ -185,3 +185,29 @@ fn switched_statistics(spec: &Value) {
         0.02,
     );
 }
+
+#[test]
+fn zero_time_hub_passes_and_empty_cycles() {
+    // Three jobs, one exponential server (mean 1) and a zero-time hub that
+    // sends a job back to itself w.p. 0.99: every pass through the hub ends
+    // (and starts) a cycle, so cycles come at 100 times the server's
+    // throughput, which is 1 (it is never idle). Long chains of passes must
+    // not deepen the stack.
+    let spec = json!({
+        "stations": [queue("q"), {"name": "hub", "kind": "delay"}],
+        "classes": [{"name": "c", "open": false, "population": 3, "reference": 1}],
+        "service": [[exp(1.0), {"dist": "det", "mean": 0.0}]],
+        "routing": [
+            {"from": [0, 1], "to": [[0, 1, 0.99], [0, 0, 0.01]]},
+            {"from": [0, 0], "to": [[0, 1, 1.0]]},
+        ],
+        "entry": [[]],
+        "window": 100.0,
+    });
+    for spec in both_engines(&spec) {
+        let r = run(&spec, 5, f64::INFINITY, 40_000);
+        assert_close("server X", r.x(0, 0), 1.0, 0.02);
+        let cycles = r.sum_class(&r.w.sys_completions, 0) / r.span();
+        assert_close("cycles per second", cycles, 100.0, 0.03);
+    }
+}
