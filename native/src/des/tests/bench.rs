@@ -1,4 +1,5 @@
-//! Throughput of the engine; run with
+//! Throughput of the engine (both models are Markovian, so this measures
+//! the Markov path; set `"markov": false` in a spec for the event engine); run with
 //! `cargo test --release -- --ignored --nocapture events_per_second`
 //! (`TIERSCOPE_BENCH_EVENTS=N` changes the 20 M events per run, e.g. for a
 //! shorter run under callgrind).
