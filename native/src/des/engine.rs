@@ -548,7 +548,7 @@ impl EventSim {
         }
         let st = &mut self.st[k];
         st.touch(self.now);
-        st.set_speed(speed);
+        st.speed = speed;
         st.refresh();
         self.reschedule(k);
     }

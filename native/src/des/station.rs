@@ -321,7 +321,9 @@ pub struct Station {
     pub n: u32,
     /// Jobs that finished service but wait for room downstream (they keep their server).
     pub blocked: u32,
-    speed: f64,
+    /// Speed factor of the perturbations in force (call `touch` before
+    /// changing it, `refresh` after).
+    pub speed: f64,
     /// Rate of the clock: per-job service rate `speed * g(n)` with tags, total
     /// hazard rate `speed * g(n) * sum(mu)` in a race.
     pub rate: f64,
@@ -508,11 +510,6 @@ impl Station {
     fn capacity(&self, n: u32) -> f64 {
         let qc = self.caps[(n as usize).min(self.caps.len() - 1)];
         select_unpredictable(self.kind == Kind::Delay, f64::from(n), qc)
-    }
-
-    /// Sets the speed factor (call `touch` first, `refresh` after).
-    pub fn set_speed(&mut self, speed: f64) {
-        self.speed = speed;
     }
 
     /// A job may enter service: FCFS has a free server (blocked jobs keep
