@@ -44,12 +44,22 @@ for b in doc["bottlenecks"]:
     print(f"{b['level']:5g} users  {b['label']:<6}  {b['kind']:<10} {where}")
 
 # %%
-# The stalls: each a millibottleneck rooted in the application tier.
+# The stalls (the ground truth in events.parquet): each is found as an application-tier
+# millibottleneck that starts during the stall, rooted in the application tier. Other app
+# episodes, if any, are queues pushed back from a saturating database.
+stalls = read_run(folder).events.filter(kind="stall").rows(named=True)
 app = [e for e in doc["episodes"] if e["tier"] == "app"]
+found = [
+    next((e for e in app if s["t_start"] - 0.05 <= e["start"] <= s["t_end"]), None) for s in stalls
+]
+hits = [e for e in found if e is not None]
+roots = sorted({e["root_tier"] for e in hits})
 print(
-    f"{len(app)} app episodes, root tiers {sorted({e['root_tier'] for e in app})}, "
-    f"all shorter than 1 s: {all(e['kind'] == 'millibottleneck' for e in app)}"
+    f"{len(hits)} of {len(stalls)} stalls found, root tiers {roots}, "
+    f"all shorter than 1 s: {all(e['kind'] == 'millibottleneck' for e in hits)}"
 )
+others = [e for e in app if all(e is not h for h in hits)]
+print(f"{len(others)} other app episodes, root tiers {sorted({e['root_tier'] for e in others})}")
 v = doc["vlrt"]
 print(
     f"{v['count']} requests >= {v['threshold_s']:g} s, "

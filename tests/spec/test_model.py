@@ -125,3 +125,45 @@ def test_schedule_csv_with_bad_row_names_file_and_line(tmp_path: Any) -> None:
     )
     with pytest.raises(SpecError, match=r"simulation.schedules\[0\].file.*line 3"):
         load_model(tmp_path / "m.yaml")
+
+
+def test_class_switching_errors_name_the_routing_entry() -> None:
+    doc = {
+        "stations": [{"name": "cpu"}, {"name": "disk"}],
+        "classes": [
+            {
+                "name": "a",
+                "population": 2,
+                "routing": {"cpu": {"disk:zz": 0.5, "disk:b": 0.25, "disk:o": 0.25}},
+                "service": {"cpu": 0.1, "disk": 0.1},
+            },
+            {"name": "b", "population": 0, "routing": {"cpu": {"cpu": 1.0}}, "service": {}},
+            {"name": "o", "arrival_rate": 1, "demands": {"cpu": 0.1}},
+            {"name": "q", "arrival_rate": 0, "routing": {"cpu": {}}, "service": {"cpu": 0.1}},
+        ],
+    }
+    with pytest.raises(SpecError) as info:
+        parse_model(doc, source="m.yaml")
+    got = dict(info.value.errors)
+    assert "unknown class 'zz'" in got["classes[0].routing.cpu.disk:zz"]
+    # b has no service time at disk (and, closed, no row from it); o is open and not routed
+    assert "no service time at 'disk'" in got["classes[0].routing.cpu.disk:b"]
+    assert "open and a closed class" in got["classes[0].routing.cpu.disk:o"]
+    assert "no class switches into" in got["classes[3].arrival_rate"]
+
+
+def test_station_names_with_colons_are_stations() -> None:
+    doc = {
+        "stations": [{"name": "db:primary"}, {"name": "web"}],
+        "classes": [
+            {
+                "name": "c",
+                "population": 1,
+                "routing": {"web": {"db:primary": 1.0}, "db:primary": {"web": 1.0}},
+                "service": {"web": 0.1, "db:primary": 0.2},
+            }
+        ],
+    }
+    net = Network.from_model(parse_model(doc))
+    assert net.visits.tolist() == [[1.0, 1.0]]
+    assert not net.simulation_only

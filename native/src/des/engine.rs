@@ -11,10 +11,12 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::alias::{Dest, EXIT};
 use super::dist::Dist;
 use super::event::{EventKind, EventList};
+use super::markov::MarkovSim;
 use super::rng::{stream_id, Purpose, Rng};
-use super::spec::{Kind, Model, Target};
+use super::spec::{Kind, Model};
 use super::station::{Resched, Station};
 use super::stats::{Acc, Cell, Status, Trace, Windows};
 use crate::error::Result;
@@ -80,9 +82,63 @@ pub struct Advance {
     pub trace: Option<Trace>,
 }
 
-/// A running simulation of one replication.
+/// A running simulation of one replication: the Markov fast path when the
+/// model allows it (see [`super::markov`]), else the event engine.
 #[derive(Debug)]
-pub struct Simulation {
+pub struct Simulation(Engine);
+
+#[derive(Debug)]
+enum Engine {
+    Events(Box<EventSim>),
+    Markov(Box<MarkovSim>),
+}
+
+impl Simulation {
+    /// Parses `spec_json` and places closed populations at their reference stations at t = 0.
+    pub fn new(spec_json: &str, seed: u64, replication: u64) -> Result<Simulation> {
+        let model = Model::from_json(spec_json)?;
+        Ok(Simulation(if MarkovSim::applies(&model) {
+            Engine::Markov(Box::new(MarkovSim::new(model, seed, replication)))
+        } else {
+            Engine::Events(Box::new(EventSim::new(model, seed, replication)))
+        }))
+    }
+
+    /// Whether the Markov fast path runs this simulation.
+    pub fn is_markov(&self) -> bool {
+        matches!(self.0, Engine::Markov(_))
+    }
+
+    /// Simulated time.
+    pub fn now(&self) -> f64 {
+        match &self.0 {
+            Engine::Events(s) => s.now,
+            Engine::Markov(s) => s.now(),
+        }
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        match &self.0 {
+            Engine::Events(s) => s.events,
+            Engine::Markov(s) => s.events(),
+        }
+    }
+
+    /// Runs until simulated time `until` (events at exactly `until` are left
+    /// for later, as in SimPy) or until `max_events` more events, whichever
+    /// comes first, and hands over the windows completed meanwhile.
+    pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
+        match &mut self.0 {
+            Engine::Events(s) => s.advance(until, max_events),
+            Engine::Markov(s) => s.advance(until, max_events),
+        }
+    }
+}
+
+/// The event engine: one replication of any model.
+#[derive(Debug)]
+struct EventSim {
     model: Model,
     m: usize,
     now: f64,
@@ -98,6 +154,10 @@ pub struct Simulation {
 
     svc_rng: Vec<Rng>,
     route_rng: Vec<Rng>,
+    /// The next destination of each routing stream, drawn one step ahead so
+    /// that the draw's latency is off the event's critical path (the stream
+    /// still yields the same sequence).
+    route_next: Vec<Dest>,
     retry_rng: Vec<Rng>,
     arrival_rng: Vec<Rng>,
     entry_rng: Vec<Rng>,
@@ -117,19 +177,24 @@ pub struct Simulation {
     /// through on the spot instead of scheduling a departure.
     /// (A pass is not an event: it schedules nothing, so it is not counted.)
     pass: Vec<bool>,
+    /// `class * M + station`: the station is the reference of closed class
+    /// `class`, where its cycles end and restart.
+    cycle_end: Vec<bool>,
 
     cells: Vec<Cell>,
     acc: Acc,
     out: Windows,
     window: u64,
+    window_start: f64,
     window_end: f64,
+    /// Scratch: busy clocks of the stations at a window's end.
+    busy_end: Vec<f64>,
     trace: Option<Trace>,
 }
 
-impl Simulation {
-    /// Parses `spec_json` and places closed populations at their reference stations at t = 0.
-    pub fn new(spec_json: &str, seed: u64, replication: u64) -> Result<Simulation> {
-        let model = Model::from_json(spec_json)?;
+impl EventSim {
+    /// Places closed populations at their reference stations at t = 0.
+    fn new(model: Model, seed: u64, replication: u64) -> EventSim {
         let (nc, m) = (model.n_classes(), model.n_stations());
         let streams = |p: Purpose| -> Vec<Rng> {
             (0..nc * m)
@@ -145,31 +210,20 @@ impl Simulation {
         for (i, p) in model.perturbations.iter().enumerate() {
             pert_at[p.station].push(i as u32);
         }
-        let pass = (0..nc * m)
-            .map(|i| {
-                let (c, k) = (i / m, i % m);
-                let st = &model.stations[k];
-                let zero = matches!(model.service[i], Some(Dist::Det { value }) if value == 0.0);
-                // No capacity (nobody waits for room here), no speed changes (a
-                // stall would hold the job), and no blocking destination (the
-                // job would have to stay here on its server).
-                let can_block = model.row(c, k).iter().any(|t| {
-                    let d = &model.stations[t.station as usize];
-                    d.block && d.capacity != u32::MAX
-                });
-                st.kind == Kind::Delay
-                    && zero
-                    && st.capacity == u32::MAX
-                    && pert_at[k].is_empty()
-                    && !can_block
-            })
-            .collect();
-        let mut sim = Simulation {
+        let pass = zero_time_passes(&model);
+        let mut st: Vec<Station> = model.stations.iter().map(Station::new).collect();
+        for (k, station) in st.iter_mut().enumerate() {
+            if let Some(mu) = race_rates(&model, &pass, k) {
+                let rng = Rng::stream(seed, replication, stream_id(Purpose::Race, 0, k));
+                station.use_race(&mu, rng);
+            }
+        }
+        let mut sim = EventSim {
             m,
             now: 0.0,
             events: 0,
-            ev: EventList::with_stations(m),
-            st: model.stations.iter().map(Station::new).collect(),
+            ev: EventList::new(m, nc),
+            st,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             groups: Vec::new(),
@@ -177,6 +231,7 @@ impl Simulation {
             pending: VecDeque::with_capacity(64),
             next_request: 0,
             svc_rng: streams(Purpose::Service),
+            route_next: Vec::new(),
             route_rng: streams(Purpose::Routing),
             retry_rng: streams(Purpose::RetryTimeout),
             arrival_rng: per_class(Purpose::Interarrival),
@@ -190,26 +245,24 @@ impl Simulation {
             pert_begins: vec![0; model.perturbations.len()],
             pert_at,
             pass,
+            cycle_end: (0..nc * m)
+                .map(|i| !model.classes[i / m].open && model.classes[i / m].reference == i % m)
+                .collect(),
             cells: vec![Cell::default(); nc * m],
-            acc: Acc::new(nc, m),
+            acc: Acc::new(nc),
             out: Windows::default(),
             window: 0,
+            window_start: 0.0,
             window_end: model.window,
+            busy_end: Vec::with_capacity(m),
             trace: model.trace.then(Trace::default),
             model,
         };
+        sim.route_next = (0..nc * m)
+            .map(|i| sim.model.routes.draw(i, &mut sim.route_rng[i]))
+            .collect();
         sim.init();
-        Ok(sim)
-    }
-
-    /// Simulated time.
-    pub fn now(&self) -> f64 {
-        self.now
-    }
-
-    /// Events processed so far.
-    pub fn events(&self) -> u64 {
-        self.events
+        sim
     }
 
     fn init(&mut self) {
@@ -247,20 +300,17 @@ impl Simulation {
         self.drain();
     }
 
-    /// Runs until simulated time `until` (events at exactly `until` are left
-    /// for later, as in SimPy) or until `max_events` more events, whichever
-    /// comes first, and hands over the windows completed meanwhile.
-    pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
+    fn advance(&mut self, until: f64, max_events: u64) -> Advance {
         let wall = Instant::now();
         let mut done = 0;
         while done < max_events {
-            let Some(e) = self.next_live_event() else {
+            let Some(e) = self.ev.peek() else {
                 break;
             };
             if e.time >= until {
                 break;
             }
-            self.ev.pop();
+            self.ev.remove_peeked();
             if e.time >= self.window_end {
                 self.close_windows(e.time);
             }
@@ -271,7 +321,7 @@ impl Simulation {
         }
         self.events += done;
         // Nothing happens before `until`: the clock may move there.
-        let idle_until = self.next_live_event().map_or(f64::INFINITY, |e| e.time) >= until;
+        let idle_until = self.ev.peek().map_or(f64::INFINITY, |e| e.time) >= until;
         if until.is_finite() && until > self.now && idle_until {
             self.close_windows(until);
             self.now = until;
@@ -283,12 +333,6 @@ impl Simulation {
             windows: std::mem::take(&mut self.out),
             trace: self.trace.as_mut().map(std::mem::take),
         }
-    }
-
-    /// The earliest event (the list never holds stale ones).
-    #[inline]
-    fn next_live_event(&mut self) -> Option<super::event::Event> {
-        self.ev.peek().copied()
     }
 
     fn dispatch(&mut self, kind: EventKind) {
@@ -306,7 +350,15 @@ impl Simulation {
         }
     }
 
+    #[inline(always)]
     fn drain(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.drain_pending();
+    }
+
+    fn drain_pending(&mut self) {
         while let Some(p) = self.pending.pop_front() {
             match p {
                 Pending::Arrive { job, station } => self.arrive(job, station as usize),
@@ -369,7 +421,7 @@ impl Simulation {
             None => return,
         };
         if let Some(t) = self.scaled_arrival(c, after, x) {
-            self.ev.push(t, EventKind::Arrival { class: c as u32 });
+            self.ev.set_arrival(c as u32, t);
         }
     }
 
@@ -434,7 +486,7 @@ impl Simulation {
         if let Some(t) = dest {
             let k2 = t.station as usize;
             let d = &self.st[k2];
-            if k2 != k && d.block && d.serves() && d.n >= d.capacity {
+            if d.blocks_when_full && k2 != k && d.n >= d.capacity {
                 // Blocking after service: the job keeps its server until room frees at k2.
                 let job = &mut self.jobs[j as usize];
                 job.blocked = true;
@@ -523,20 +575,11 @@ impl Simulation {
 
     /// Next (class, station) of class `c` leaving station `k`; `None` leaves the network.
     #[inline]
-    fn route(&mut self, c: usize, k: usize) -> Option<Target> {
-        let row = self.model.row(c, k);
-        match row.len() {
-            0 => None,
-            1 if row[0].cum >= 1.0 => Some(row[0]),
-            _ => {
-                let u = self.route_rng[c * self.m + k].unit();
-                // Cumulative probabilities rise, so the targets with `cum <= u`
-                // are a prefix: counting them finds the first with `u < cum`
-                // (as a linear search would) without unpredictable branches.
-                let i = row.iter().map(|t| usize::from(t.cum <= u)).sum::<usize>();
-                row.get(i).copied()
-            }
-        }
+    fn route(&mut self, c: usize, k: usize) -> Option<Dest> {
+        let i = c * self.m + k;
+        let next = self.model.routes.draw(i, &mut self.route_rng[i]);
+        let d = std::mem::replace(&mut self.route_next[i], next);
+        (d.station != EXIT).then_some(d)
     }
 
     /// Job `j` reaches station `k`.
@@ -546,9 +589,9 @@ impl Simulation {
             Kind::Join => return self.at_join(j, k),
             Kind::Queue | Kind::Delay => {}
         }
-        let job = self.jobs[j as usize];
-        let home = job.home as usize;
-        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+        let job = &self.jobs[j as usize];
+        let (home, group) = (job.home as usize, job.group);
+        if group == NONE && self.cycle_end[home * self.m + k] {
             self.end_cycle(j);
             if self.to_retire[home] > 0 {
                 return self.retire(j);
@@ -587,18 +630,12 @@ impl Simulation {
         }
     }
 
-    /// Integrates cell (c, k) up to now, then changes its counts (station touched first).
-    #[inline]
+    /// Changes the counts of cell (c, k) now (station `k` touched first).
+    #[inline(always)]
     fn cell_change(&mut self, c: usize, k: usize, dn: i32, ds: i32) {
-        let i = c * self.m + k;
-        let b = self.st[k].busy_clock;
-        let cell = &mut self.cells[i];
-        self.acc.q_area[i] += f64::from(cell.n) * (self.now - cell.q_last);
-        self.acc.busy_area[i] += f64::from(cell.s) * (b - cell.b_last);
-        cell.q_last = self.now;
-        cell.b_last = b;
-        cell.n = cell.n.wrapping_add_signed(dn);
-        cell.s = cell.s.wrapping_add_signed(ds);
+        let since_w0 = self.now - self.window_start;
+        let busy = self.st[k].busy_clock;
+        self.cells[c * self.m + k].change(dn, ds, since_w0, busy);
     }
 
     /// Job `j` enters queue or delay station `k`, which has room.
@@ -614,9 +651,9 @@ impl Simulation {
         job.start = f64::NAN;
         job.retries = 0;
         job.blocked = false;
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         self.st[k].touch(now);
-        let serve = self.st[k].serves_on_arrival();
+        let serve = self.st[k].has_free_server();
         self.cell_change(c, k, 1, serve as i32);
         let st = &mut self.st[k];
         st.n += 1;
@@ -644,13 +681,13 @@ impl Simulation {
         job.retries = 0;
         job.blocked = false;
         let job = *job;
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         let st = &mut self.st[k];
         st.touch(now);
         st.q_max = st.q_max.max(st.n + 1);
-        self.record_visit(&job, k, Status::Ok);
+        self.record_visit(j, k, Status::Ok);
         let home = job.home as usize;
-        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+        if job.group == NONE && self.cycle_end[home * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
             let job = &mut self.jobs[j as usize];
             job.request = self.next_request;
@@ -660,20 +697,27 @@ impl Simulation {
         self.depart_instant(j, c, k);
     }
 
+    #[inline(always)]
     fn start_service(&mut self, j: u32, k: usize) {
         let job = &mut self.jobs[j as usize];
         let i = job.class as usize * self.m + k;
         if job.start.is_nan() {
             job.start = self.now;
         }
-        // Validation guarantees a law wherever a class can be served.
-        let work = self.model.service[i]
-            .as_ref()
-            .map_or(0.0, |d| d.sample(&mut self.svc_rng[i]));
-        self.st[k].start(j, work);
+        let class = job.class;
+        // A race draws its completions itself; elsewhere validation
+        // guarantees a law wherever a class can be served.
+        let work = if self.st[k].is_race() {
+            0.0
+        } else {
+            self.model.service[i]
+                .as_ref()
+                .map_or(0.0, |d| d.sample(&mut self.svc_rng[i]))
+        };
+        self.st[k].start(j, class, work);
     }
 
-    #[inline]
+    #[inline(always)]
     fn reschedule(&mut self, k: usize) {
         match self.st[k].reschedule(self.now) {
             Resched::Keep => {}
@@ -682,37 +726,38 @@ impl Simulation {
         }
     }
 
-    /// Job `j` finishes its visit at station `k` (after service, or after being blocked).
+    /// Job `j` finishes its visit at station `k` (after service, or after
+    /// being blocked); the caller has touched the station.
     fn leave(&mut self, j: u32, k: usize) {
         let now = self.now;
-        self.st[k].touch(now);
-        let job = self.jobs[j as usize];
-        let c = job.class as usize;
+        let job = &mut self.jobs[j as usize];
+        let (c, home, group, blocked) = (
+            job.class as usize,
+            job.home as usize,
+            job.group,
+            job.blocked,
+        );
+        job.blocked = false;
         self.cell_change(c, k, -1, -1);
         let st = &mut self.st[k];
         st.n -= 1;
-        if job.blocked {
-            st.blocked -= 1;
-            self.jobs[j as usize].blocked = false;
-        }
-        self.record_visit(&job, k, Status::Ok);
-        let home = job.home as usize;
-        if job.group == NONE && !self.open[home] && k == self.reference[home] as usize {
+        st.blocked -= u32::from(blocked);
+        self.record_visit(j, k, Status::Ok);
+        if group == NONE && self.cycle_end[home * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
             let job = &mut self.jobs[j as usize];
             job.request = self.next_request;
             job.sys_start = now;
             self.next_request += 1;
         }
-        if !self.st[k].ps && self.st[k].kind == Kind::Queue {
-            while self.st[k].has_free_server() {
-                let Some(w) = self.st[k].waiting.pop_front() else {
-                    break;
-                };
-                let wc = self.jobs[w as usize].class as usize;
-                self.cell_change(wc, k, 0, 1);
-                self.start_service(w, k);
-            }
+        // Only FCFS queues have waiting jobs.
+        while !self.st[k].waiting.is_empty() && self.st[k].has_free_server() {
+            let Some(w) = self.st[k].waiting.pop_front() else {
+                break;
+            };
+            let wc = self.jobs[w as usize].class as usize;
+            self.cell_change(wc, k, 0, 1);
+            self.start_service(w, k);
         }
         let st = &mut self.st[k];
         st.settle();
@@ -725,15 +770,16 @@ impl Simulation {
         }
     }
 
-    fn record_visit(&mut self, job: &Job, k: usize, status: Status) {
+    #[inline(always)]
+    fn record_visit(&mut self, j: u32, k: usize, status: Status) {
+        let job = &self.jobs[j as usize];
         let i = job.class as usize * self.m + k;
         let rt = self.now - job.arrival;
-        self.acc.completions[i] += 1.0;
-        self.acc.rt_sum[i] += rt;
-        if rt > self.acc.rt_max[i] {
-            self.acc.rt_max[i] = rt;
+        self.cells[i].complete(rt);
+        if self.trace.is_some() {
+            let job = *job;
+            self.trace_visit(&job, k, status);
         }
-        self.trace_visit(job, k, status);
     }
 
     /// Appends the visit of `job` to station `k`, ending now, to the trace (if on).
@@ -758,6 +804,7 @@ impl Simulation {
                 break;
             };
             let from = self.jobs[w as usize].station as usize;
+            self.st[from].touch(self.now);
             self.leave(w, from);
             let job = &mut self.jobs[w as usize];
             job.class = job.next_class;
@@ -769,7 +816,7 @@ impl Simulation {
     fn refuse(&mut self, j: u32, k: usize) {
         let c = self.jobs[j as usize].class as usize;
         let i = c * self.m + k;
-        self.acc.drops[i] += 1.0;
+        self.cells[i].drops += 1.0;
         let retry = self.model.stations[k]
             .retry
             .as_ref()
@@ -859,9 +906,9 @@ impl Simulation {
             job.arrival = now;
             job.start = now;
         }
-        self.acc.arrivals[c * self.m + k] += 1.0;
+        self.cells[c * self.m + k].arrivals += 1.0;
         let job = self.jobs[j as usize];
-        self.record_visit(&job, k, Status::Ok);
+        self.record_visit(j, k, Status::Ok);
         let join = self.st[k].join as usize;
         let given = self.st[k].branches.len();
         let n = if given > 0 {
@@ -895,7 +942,7 @@ impl Simulation {
         let sj = &mut self.st[join];
         sj.n += 1;
         sj.q_max = sj.q_max.max(sj.n);
-        self.acc.arrivals[c * self.m + join] += 1.0;
+        self.cells[c * self.m + join].arrivals += 1.0;
         let parent = &mut self.jobs[j as usize];
         parent.station = join as u32;
         parent.arrival = now;
@@ -938,9 +985,8 @@ impl Simulation {
         jm.station = k as u32;
         jm.arrival = now;
         jm.start = now;
-        self.acc.arrivals[c * self.m + k] += 1.0;
-        let job = self.jobs[j as usize];
-        self.record_visit(&job, k, Status::Ok);
+        self.cells[c * self.m + k].arrivals += 1.0;
+        self.record_visit(j, k, Status::Ok);
         self.depart_instant(j, c, k);
     }
 
@@ -989,10 +1035,10 @@ impl Simulation {
         self.cell_change(c, k, -1, 0);
         self.st[k].n -= 1;
         if status == Status::Ok {
-            self.record_visit(&job, k, Status::Ok);
+            self.record_visit(parent, k, Status::Ok);
             self.depart_instant(parent, c, k);
         } else {
-            self.acc.drops[c * self.m + k] += 1.0;
+            self.cells[c * self.m + k].drops += 1.0;
             self.trace_visit(&job, k, status);
             self.lose(parent);
         }
@@ -1004,29 +1050,69 @@ impl Simulation {
     fn close_windows(&mut self, t: f64) {
         while self.window_end <= t {
             let end = self.window_end;
+            let mut busy_end = std::mem::take(&mut self.busy_end);
+            busy_end.clear();
             for st in &mut self.st {
                 st.touch(end);
-            }
-            for (i, cell) in self.cells.iter_mut().enumerate() {
-                let b = self.st[i % self.m].busy_clock;
-                self.acc.q_area[i] += f64::from(cell.n) * (end - cell.q_last);
-                self.acc.busy_area[i] += f64::from(cell.s) * (b - cell.b_last);
-                cell.q_last = end;
+                busy_end.push(st.busy_clock);
                 // Busy clocks restart at every window, keeping them small.
-                cell.b_last = 0.0;
-            }
-            self.out
-                .t_start
-                .push(self.window as f64 * self.model.window);
-            for st in &mut self.st {
                 st.busy_clock = 0.0;
                 self.out.q_max.push(f64::from(st.q_max));
                 st.q_max = st.n;
             }
-            self.acc.emit(&mut self.out);
+            self.out.t_start.push(self.window_start);
+            let width = end - self.window_start;
+            self.acc
+                .emit(&mut self.cells, &busy_end, width, &mut self.out);
+            self.busy_end = busy_end;
             self.window += 1;
+            self.window_start = end;
             // By multiplication, so boundaries do not drift over long runs.
             self.window_end = (self.window + 1) as f64 * self.model.window;
         }
     }
+}
+
+/// Class rates `1 / mean` of station `k` if it can be served as an exponential
+/// race: a queue or delay station where every class that can be in service
+/// has exponential service (classes passed through in zero time never are).
+pub(super) fn race_rates(model: &Model, pass: &[bool], k: usize) -> Option<Vec<f64>> {
+    let m = model.n_stations();
+    if !matches!(model.stations[k].kind, Kind::Queue | Kind::Delay) {
+        return None;
+    }
+    (0..model.n_classes())
+        .map(|c| match &model.service[c * m + k] {
+            _ if pass[c * m + k] => Some(0.0),
+            None => Some(0.0),
+            Some(Dist::Exp { mean }) => Some(1.0 / mean),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// `class * M + station`: a zero-time visit (delay station, `det 0` service,
+/// such as the compiler's source and think hubs) that is passed through on
+/// the spot instead of scheduling a departure.
+pub(super) fn zero_time_passes(model: &Model) -> Vec<bool> {
+    let (nc, m) = (model.n_classes(), model.n_stations());
+    (0..nc * m)
+        .map(|i| {
+            let (c, k) = (i / m, i % m);
+            let st = &model.stations[k];
+            let zero = matches!(model.service[i], Some(Dist::Det { value }) if value == 0.0);
+            // No capacity (nobody waits for room here), no speed changes (a
+            // stall would hold the job), and no blocking destination (the
+            // job would have to stay here on its server).
+            let can_block = model.row(c, k).iter().any(|t| {
+                let d = &model.stations[t.station as usize];
+                d.block && d.capacity != u32::MAX
+            });
+            st.kind == Kind::Delay
+                && zero
+                && st.capacity == u32::MAX
+                && model.perturbations.iter().all(|p| p.station != k)
+                && !can_block
+        })
+        .collect()
 }

@@ -1,18 +1,39 @@
 //! The future event list.
 //!
-//! Design: a 4-ary min-heap keyed by `(time, sequence number)`, where the
-//! sequence number grows with every insertion (or re-keying). Events at equal
-//! times thus run in insertion order (SimPy's rule), which makes runs
-//! deterministic without any notion of event priority.
+//! Design: events are ordered by `(time, sequence number)`, where the
+//! sequence number grows with every scheduling (or re-scheduling). Events at
+//! equal times thus run in the order they were scheduled (SimPy's rule),
+//! which makes runs deterministic without any notion of event priority.
 //!
-//! Each station has at most one departure on the list, and the heap knows
-//! where it is: rescheduling a departure re-keys it in place (with a fresh
-//! sequence number, exactly as if it had been pushed anew) and cancelling
-//! removes it, so the heap never holds stale events and stays as small as
-//! the number of things that can happen next.
+//! Almost every event is one of a fixed set: the next departure of each
+//! station and the next external arrival of each class (a source has at most
+//! one of each pending). Those live in the leaves of a tournament tree whose
+//! inner nodes hold the winning (earliest) leaf of their subtree, so
+//! rescheduling one is a walk of `log2(leaves)` branch-free comparisons to
+//! the root, with no data moved. The rare events (retries, perturbations,
+//! population steps) wait in a binary heap whose earliest entry is one more
+//! leaf. Popping a departure or an arrival leaves its leaf in place: its
+//! handler almost always reschedules the same source next, which repairs the
+//! path once instead of twice; if it does not, the leaf is emptied before
+//! anything else touches the tree.
 
-/// "Not in the heap" marker of a station's departure slot.
-const ABSENT: u32 = u32::MAX;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hint::select_unpredictable;
+
+/// Key of an empty leaf: after every real `(time, seq)` key.
+const NEVER: u128 = u128::MAX;
+/// "No leaf" marker.
+const NO_LEAF: u32 = u32::MAX;
+
+/// `(time, seq)` as one integer ordered like the pair: times are never
+/// negative, and the bits of non-negative floats sort as the floats do.
+#[inline(always)]
+fn key(time: f64, seq: u64) -> u128 {
+    debug_assert!(time >= 0.0, "event at negative time {time}");
+    // `+ 0.0` turns a -0.0 into +0.0.
+    (u128::from((time + 0.0).to_bits()) << 64) | u128::from(seq)
+}
 
 /// What happens at an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,44 +58,90 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-impl Event {
-    #[inline(always)]
-    fn before(&self, other: &Event) -> bool {
-        (self.time < other.time) | ((self.time == other.time) & (self.seq < other.seq))
+/// A rare event in the side heap, ordered by `(time, seq)`.
+#[derive(Debug, Clone, Copy)]
+struct Rare(Event);
+
+impl PartialEq for Rare {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
     }
 }
 
-/// Future event list with insertion-order tie-breaking.
-#[derive(Debug, Default)]
+impl Eq for Rare {}
+
+impl PartialOrd for Rare {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Rare {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .time
+            .total_cmp(&other.0.time)
+            .then(self.0.seq.cmp(&other.0.seq))
+    }
+}
+
+/// Future event list with scheduling-order tie-breaking.
+#[derive(Debug)]
 pub struct EventList {
-    heap: Vec<Event>,
-    /// Heap position of each station's departure, or `ABSENT`.
-    dep_pos: Vec<u32>,
+    stations: u32,
+    classes: u32,
+    /// Node `i` holds the key and leaf of the earliest event in its subtree
+    /// (root 1; node `width + l` is leaf `l`). Leaves `0..S` are station
+    /// departures, `S..S+C` class arrivals, `S+C` the rare heap's top.
+    key: Vec<u128>,
+    leaf: Vec<u32>,
+    width: usize,
+    rare: BinaryHeap<Reverse<Rare>>,
+    /// A popped departure or arrival whose leaf is not yet emptied.
+    popped: u32,
     next_seq: u64,
 }
 
-impl EventList {
-    pub fn new() -> Self {
-        Self::with_stations(0)
+impl Default for EventList {
+    fn default() -> Self {
+        Self::new(0, 0)
     }
+}
 
-    /// An empty list for a model with `stations` stations.
-    pub fn with_stations(stations: usize) -> Self {
+impl EventList {
+    /// An empty list for a model with `stations` stations and `classes` classes.
+    pub fn new(stations: usize, classes: usize) -> Self {
+        let width = (stations + classes + 1).next_power_of_two();
+        let mut leaf = vec![0u32; 2 * width];
+        for l in 0..width {
+            leaf[width + l] = l as u32;
+        }
+        for i in (1..width).rev() {
+            leaf[i] = leaf[2 * i];
+        }
         EventList {
-            heap: Vec::with_capacity(1024),
-            dep_pos: vec![ABSENT; stations],
+            stations: stations as u32,
+            classes: classes as u32,
+            key: vec![NEVER; 2 * width],
+            leaf,
+            width,
+            rare: BinaryHeap::new(),
+            popped: NO_LEAF,
             next_seq: 0,
         }
     }
 
-    #[inline]
+    /// Pending events.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        let sources = self.stations + self.classes;
+        let live = (0..sources)
+            .filter(|&l| self.key[self.width + l as usize] != NEVER && self.popped != l)
+            .count();
+        live + self.rare.len()
     }
 
-    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
     #[inline(always)]
@@ -84,133 +151,152 @@ impl EventList {
         s
     }
 
-    /// Records that `e` now sits at heap position `i`.
+    /// Sets leaf `leaf`'s key (emptying a popped leaf first, if another).
     #[inline(always)]
-    fn place(&mut self, i: usize, e: Event) {
-        if let EventKind::Departure { station } = e.kind {
-            self.dep_pos[station as usize] = i as u32;
+    fn set(&mut self, leaf: u32, key: u128) {
+        if self.popped != leaf && self.popped != NO_LEAF {
+            self.flush();
         }
-        self.heap[i] = e;
+        self.popped = NO_LEAF;
+        self.replay(leaf, key);
     }
 
-    /// Moves `e` from the hole at `i` towards the root; returns its final position.
-    #[inline]
-    fn sift_up(&mut self, mut i: usize, e: Event) {
-        while i > 0 {
-            let p = (i - 1) / 4;
-            let pe = self.heap[p];
-            if !e.before(&pe) {
-                break;
+    /// Sets leaf `leaf`'s key and replays its matches up to the root: at each
+    /// level the path's winner meets the sibling subtree's (whose address is
+    /// known in advance, so the loads do not wait on each other), by selects.
+    #[inline(always)]
+    fn replay(&mut self, leaf: u32, key: u128) {
+        let mut i = self.width + leaf as usize;
+        assert!(i < self.key.len() && self.key.len() == self.leaf.len());
+        let (mut t, mut s, mut l) = ((key >> 64) as u64, key as u64, leaf);
+        let (keys, leaves) = (self.key.as_mut_ptr(), self.leaf.as_mut_ptr());
+        // SAFETY: `i` starts below `key.len() == leaf.len()` (asserted) and
+        // only halves, and `i ^ 1 <= i + 1 < 2 * width == key.len()` because
+        // `i` and `i ^ 1` are siblings below node `i / 2`; the hot loop runs
+        // without bounds checks.
+        unsafe {
+            *keys.add(i) = key;
+            *leaves.add(i) = l;
+            while i > 1 {
+                let sk = *keys.add(i ^ 1);
+                let (st, ss, sl) = ((sk >> 64) as u64, sk as u64, *leaves.add(i ^ 1));
+                // Which subtree wins is a coin toss to the branch predictor.
+                let sibling_first = (st < t) | ((st == t) & (ss < s));
+                t = select_unpredictable(sibling_first, st, t);
+                s = select_unpredictable(sibling_first, ss, s);
+                l = select_unpredictable(sibling_first, sl, l);
+                i >>= 1;
+                *keys.add(i) = (u128::from(t) << 64) | u128::from(s);
+                *leaves.add(i) = l;
             }
-            self.place(i, pe);
-            i = p;
-        }
-        self.place(i, e);
-    }
-
-    /// Moves `e` from the hole at `i` towards the leaves.
-    #[inline]
-    fn sift_down(&mut self, mut i: usize, e: Event) {
-        let n = self.heap.len();
-        loop {
-            let first = 4 * i + 1;
-            if first >= n {
-                break;
-            }
-            let last = (first + 4).min(n);
-            let mut c = first;
-            let mut ce = self.heap[first];
-            for k in first + 1..last {
-                let ke = self.heap[k];
-                if ke.before(&ce) {
-                    c = k;
-                    ce = ke;
-                }
-            }
-            if !ce.before(&e) {
-                break;
-            }
-            self.place(i, ce);
-            i = c;
-        }
-        self.place(i, e);
-    }
-
-    /// Restores the heap order around position `i`, which holds `e`.
-    #[inline]
-    fn fix(&mut self, i: usize, e: Event) {
-        if i > 0 && e.before(&self.heap[(i - 1) / 4]) {
-            self.sift_up(i, e);
-        } else {
-            self.sift_down(i, e);
         }
     }
 
-    #[inline]
-    fn insert(&mut self, e: Event) {
-        let i = self.heap.len();
-        self.heap.push(e);
-        self.sift_up(i, e);
+    /// Empties the leaf of a popped event its handler did not reschedule.
+    #[inline(never)]
+    fn flush(&mut self) {
+        if self.popped != NO_LEAF {
+            let leaf = self.popped;
+            self.popped = NO_LEAF;
+            self.replay(leaf, NEVER);
+        }
     }
 
-    /// Schedules a non-departure event.
-    #[inline]
+    fn rare_leaf(&self) -> u32 {
+        self.stations + self.classes
+    }
+
+    /// Re-keys the rare leaf after the heap's top changed.
+    fn sync_rare(&mut self) {
+        let k = self
+            .rare
+            .peek()
+            .map_or(NEVER, |r| key(r.0 .0.time, r.0 .0.seq));
+        self.set(self.rare_leaf(), k);
+    }
+
+    /// Schedules a rare event (not a departure or an arrival).
     pub fn push(&mut self, time: f64, kind: EventKind) {
-        debug_assert!(!matches!(kind, EventKind::Departure { .. }));
+        debug_assert!(!matches!(
+            kind,
+            EventKind::Departure { .. } | EventKind::Arrival { .. }
+        ));
         let seq = self.take_seq();
-        self.insert(Event { time, seq, kind });
+        let e = Event { time, seq, kind };
+        let new_top = self.rare.peek().is_none_or(|top| Rare(e) < top.0);
+        self.rare.push(Reverse(Rare(e)));
+        if new_top {
+            self.sync_rare();
+        }
     }
 
     /// Sets station `station`'s departure to `time`, replacing any pending one.
     #[inline]
     pub fn set_departure(&mut self, station: u32, time: f64) {
         let seq = self.take_seq();
-        let e = Event {
-            time,
-            seq,
-            kind: EventKind::Departure { station },
-        };
-        let pos = self.dep_pos[station as usize];
-        if pos == ABSENT {
-            self.insert(e);
-        } else {
-            self.fix(pos as usize, e);
-        }
+        self.set(station, key(time, seq));
     }
 
     /// Removes station `station`'s pending departure, if any.
     #[inline]
     pub fn cancel_departure(&mut self, station: u32) {
-        let pos = self.dep_pos[station as usize];
-        if pos != ABSENT {
-            self.dep_pos[station as usize] = ABSENT;
-            self.remove_at(pos as usize);
-        }
+        self.set(station, NEVER);
     }
 
-    fn remove_at(&mut self, i: usize) {
-        let last = self.heap.pop().expect("non-empty heap");
-        if i < self.heap.len() {
-            self.fix(i, last);
-        }
-    }
-
+    /// Sets class `class`'s next external arrival to `time`, replacing any pending one.
     #[inline]
-    pub fn peek(&self) -> Option<&Event> {
-        self.heap.first()
+    pub fn set_arrival(&mut self, class: u32, time: f64) {
+        let seq = self.take_seq();
+        self.set(self.stations + class, key(time, seq));
     }
 
+    /// The earliest event.
+    #[inline]
+    pub fn peek(&mut self) -> Option<Event> {
+        if self.popped != NO_LEAF {
+            self.flush();
+        }
+        let k = self.key[1];
+        if k == NEVER {
+            return None;
+        }
+        let leaf = self.leaf[1];
+        let kind = if leaf < self.stations {
+            EventKind::Departure { station: leaf }
+        } else if leaf < self.stations + self.classes {
+            EventKind::Arrival {
+                class: leaf - self.stations,
+            }
+        } else {
+            self.rare.peek()?.0 .0.kind
+        };
+        Some(Event {
+            time: f64::from_bits((k >> 64) as u64),
+            seq: k as u64,
+            kind,
+        })
+    }
+
+    /// Removes the earliest event. A departure's or an arrival's leaf stays
+    /// until its source is rescheduled or anything else changes the list.
     #[inline]
     pub fn pop(&mut self) -> Option<Event> {
-        let top = *self.heap.first()?;
-        if let EventKind::Departure { station } = top.kind {
-            self.dep_pos[station as usize] = ABSENT;
+        let e = self.peek()?;
+        self.remove_peeked();
+        Some(e)
+    }
+
+    /// Removes the event the last [`EventList::peek`] returned (it must have
+    /// returned one, and nothing may have changed the list since).
+    #[inline]
+    pub fn remove_peeked(&mut self) {
+        let leaf = self.leaf[1];
+        if leaf == self.rare_leaf() {
+            self.rare.pop();
+            self.sync_rare();
+        } else {
+            self.popped = leaf;
         }
-        let last = self.heap.pop().expect("non-empty heap");
-        if !self.heap.is_empty() {
-            self.sift_down(0, last);
-        }
-        Some(top)
     }
 }
 
@@ -219,26 +305,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pops_by_time_then_insertion_order() {
-        let mut ev = EventList::new();
-        ev.push(2.0, EventKind::Arrival { class: 0 });
-        ev.push(1.0, EventKind::Arrival { class: 1 });
-        ev.push(2.0, EventKind::Arrival { class: 2 });
-        ev.push(1.0, EventKind::Arrival { class: 3 });
+    fn pops_by_time_then_scheduling_order() {
+        let mut ev = EventList::new(0, 4);
+        ev.set_arrival(0, 2.0);
+        ev.set_arrival(1, 1.0);
+        ev.push(2.0, EventKind::Retry { job: 7 });
+        ev.set_arrival(2, 2.0);
+        ev.push(1.0, EventKind::Retry { job: 8 });
+        ev.set_arrival(3, 1.0);
         let order: Vec<_> = std::iter::from_fn(|| ev.pop())
             .map(|e| match e.kind {
                 EventKind::Arrival { class } => class,
+                EventKind::Retry { job } => job,
                 _ => 99,
             })
             .collect();
-        assert_eq!(order, vec![1, 3, 0, 2]);
+        assert_eq!(order, vec![1, 8, 3, 0, 7, 2]);
+        assert!(ev.is_empty());
     }
 
     #[test]
     fn departures_are_rekeyed_and_cancelled_in_place() {
-        let mut ev = EventList::with_stations(3);
+        let mut ev = EventList::new(3, 0);
         for i in 0..20u32 {
-            ev.push(f64::from(i), EventKind::Arrival { class: i });
+            ev.push(f64::from(i), EventKind::Retry { job: i });
         }
         ev.set_departure(0, 5.5);
         ev.set_departure(1, 30.0);
@@ -265,45 +355,60 @@ mod tests {
     }
 
     #[test]
-    fn random_rekeys_keep_heap_order() {
+    fn random_use_matches_a_sorted_list() {
+        // Against a plain list of (time, seq, source) searched for its minimum.
         let mut rng = crate::des::rng::Rng::stream(1, 0, 0);
-        let stations = 17;
-        let mut ev = EventList::with_stations(stations);
-        let mut want: Vec<Option<f64>> = vec![None; stations];
+        let (stations, classes) = (11, 3);
+        let mut ev = EventList::new(stations, classes);
+        let mut want: Vec<(f64, u64, EventKind)> = Vec::new();
+        let mut seq = 0u64;
         let mut now = 0.0;
-        for step in 0..20_000 {
-            let s = (rng.unit() * stations as f64) as usize;
-            match step % 5 {
+        // Coarse times, so that ties broken by the sequence number are common.
+        let later = |rng: &mut crate::des::rng::Rng, now: f64| now + (rng.unit() * 8.0).floor();
+        for step in 0..40_000 {
+            let s = rng.below(stations as u32);
+            let c = rng.below(classes as u32);
+            match step % 6 {
                 0 => {
-                    ev.cancel_departure(s as u32);
-                    want[s] = None;
+                    ev.cancel_departure(s);
+                    want.retain(|w| w.2 != EventKind::Departure { station: s });
                 }
-                1 => ev.push(now + rng.unit() * 10.0, EventKind::Retry { job: 0 }),
-                2 => {
-                    if let Some(e) = ev.pop() {
-                        assert!(e.time >= now);
+                1 => {
+                    let t = later(&mut rng, now);
+                    ev.push(t, EventKind::Retry { job: step });
+                    want.push((t, seq, EventKind::Retry { job: step }));
+                    seq += 1;
+                }
+                2 | 3 => {
+                    let i = (0..want.len()).min_by(|&a, &b| {
+                        want[a]
+                            .0
+                            .total_cmp(&want[b].0)
+                            .then(want[a].1.cmp(&want[b].1))
+                    });
+                    let expected = i.map(|i| want.remove(i));
+                    let got = ev.pop();
+                    assert_eq!(got.map(|e| (e.time, e.kind)), expected.map(|w| (w.0, w.2)));
+                    if let Some(e) = got {
                         now = e.time;
-                        if let EventKind::Departure { station } = e.kind {
-                            assert_eq!(want[station as usize], Some(e.time));
-                            want[station as usize] = None;
-                        }
                     }
                 }
+                4 => {
+                    let t = later(&mut rng, now);
+                    ev.set_arrival(c, t);
+                    want.retain(|w| w.2 != EventKind::Arrival { class: c });
+                    want.push((t, seq, EventKind::Arrival { class: c }));
+                    seq += 1;
+                }
                 _ => {
-                    let t = now + rng.unit() * 10.0;
-                    ev.set_departure(s as u32, t);
-                    want[s] = Some(t);
+                    let t = later(&mut rng, now);
+                    ev.set_departure(s, t);
+                    want.retain(|w| w.2 != EventKind::Departure { station: s });
+                    want.push((t, seq, EventKind::Departure { station: s }));
+                    seq += 1;
                 }
             }
+            assert_eq!(ev.len(), want.len());
         }
-        let pending = want.iter().filter(|w| w.is_some()).count();
-        let mut seen = 0;
-        while let Some(e) = ev.pop() {
-            if let EventKind::Departure { station } = e.kind {
-                assert_eq!(want[station as usize], Some(e.time));
-                seen += 1;
-            }
-        }
-        assert_eq!(seen, pending);
     }
 }

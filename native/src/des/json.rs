@@ -64,6 +64,17 @@ impl<'a> Obj<'a> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
+    /// Whether `key` is present (possibly `null`).
+    pub fn has(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// The value of `key`, `null` if absent.
+    pub fn req_or_null(&self, key: &str) -> &'a Value {
+        static NULL: Value = Value::Null;
+        self.map.get(key).unwrap_or(&NULL)
+    }
+
     /// The value of `key`, which must be present and not `null`.
     pub fn req(&self, key: &str) -> Result<&'a Value> {
         self.opt(key)

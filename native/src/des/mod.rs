@@ -6,10 +6,20 @@
 //! and population schedules) and streams windowed sums and optional
 //! per-visit traces back.
 //!
-//! Main design decision: one service mechanism for every discipline. Jobs in
-//! service at a station progress at a common rate `speed(t) * g(n)` measured
-//! by a lazily advanced virtual clock, and only the station's next completion
-//! is on the event list (see [`station`]). FCFS, PS, multi-server,
+//! Two engines share this spec, these semantics and this output. The event
+//! engine ([`engine`]) runs any model. Models that are continuous-time
+//! Markov chains with nothing at fixed times (every service and interarrival
+//! time exponential; no perturbations, schedules, finite buffers, forks or
+//! traces) run on the Markov fast path ([`markov`]), which draws the
+//! network's next transition directly, exactly, at about twice the speed.
+//! `"markov": false` in the spec forces the event engine.
+//!
+//! Main design decision of the event engine: one service mechanism for
+//! every discipline. Jobs in service at a station progress at a common rate
+//! `speed(t) * g(n)` measured by a lazily advanced virtual clock, and only
+//! the station's next completion is on the event list (see [`station`];
+//! exponential stations are a race, and the list a tournament tree, see
+//! [`event`]). FCFS, PS, multi-server,
 //! load-dependent and infinite-server stations, and stalls, are all the same
 //! code. Determinism follows SimPy: events are ordered by `(time, insertion
 //! sequence)`, and every (class, station, purpose) has its own seeded stream
@@ -47,10 +57,12 @@
 //!
 //! This module never imports pyo3; the bindings live in `crate::py::sim`.
 
+pub mod alias;
 pub mod dist;
 mod engine;
 pub mod event;
 mod json;
+mod markov;
 pub mod rng;
 pub mod spec;
 pub mod station;

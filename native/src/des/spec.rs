@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::alias::{AliasRows, Dest};
 use super::dist::{parse_opt, Dist};
 use super::json::{bad, count, index, item, list, number, numbers, Obj};
 use crate::error::Result;
@@ -111,6 +112,8 @@ pub struct Model {
     /// Routing rows: row `c * M + k` is `targets[row_start[i]..row_start[i + 1]]`.
     pub targets: Vec<Target>,
     pub row_start: Vec<u32>,
+    /// The same rows as alias tables, for drawing (row `c * M + k`).
+    pub routes: AliasRows,
     /// External arrivals of each class: cumulative `(probability, station)`.
     pub entry: Vec<Vec<(f64, u32)>>,
     pub perturbations: Vec<Perturbation>,
@@ -119,6 +122,9 @@ pub struct Model {
     pub population_schedule: Vec<PopulationSchedule>,
     pub window: f64,
     pub trace: bool,
+    /// Use the Markov fast path when the model allows it (see
+    /// [`super::markov`]); `false` forces the event engine.
+    pub markov: bool,
 }
 
 /// Probability sums within this of one count as one.
@@ -191,10 +197,12 @@ impl Model {
             return Err(bad("window", format!("must be > 0, got {window}")));
         }
         let trace = o.opt_bool("trace")?.unwrap_or(false);
+        let markov = o.opt_bool("markov")?.unwrap_or(true);
         let model = Model {
             stations,
             classes,
             service,
+            routes: alias_rows(&targets, &row_start),
             targets,
             row_start,
             entry,
@@ -203,6 +211,7 @@ impl Model {
             population_schedule,
             window,
             trace,
+            markov,
         };
         model.check_reachable()?;
         Ok(model)
@@ -443,14 +452,19 @@ fn parse_class(v: &Value, path: &str, m: usize) -> Result<ClassSpec> {
         None => return Err(bad(o.at("reference"), "is required for a closed class")),
     };
     let (interarrival, population) = if open {
-        let d = Dist::parse(o.req("interarrival")?, &o.at("interarrival"))?;
-        if d.is_zero() {
+        // `null`: no arrivals of its own (a class entered only by class switching);
+        // a missing key is still an error, so a typo cannot silence a class.
+        if !o.has("interarrival") {
+            return Err(bad(o.at("interarrival"), "is required (null: no arrivals)"));
+        }
+        let d = parse_opt(o.req_or_null("interarrival"), &o.at("interarrival"))?;
+        if d.as_ref().is_some_and(Dist::is_zero) {
             return Err(bad(
                 o.at("interarrival"),
                 "puts all its mass on zero (infinitely many arrivals)",
             ));
         }
-        (Some(d), 0)
+        (d, 0)
     } else {
         let p = o.opt_count("population")?.unwrap_or(0);
         if p > 100_000_000 {
@@ -489,6 +503,29 @@ fn parse_service(rows: &[Value], c: usize, m: usize) -> Result<Vec<Option<Dist>>
         }
     }
     Ok(out)
+}
+
+/// Alias tables of the cumulative routing rows; the mass short of 1 exits.
+fn alias_rows(targets: &[Target], row_start: &[u32]) -> AliasRows {
+    let mut rows = AliasRows::default();
+    for w in row_start.windows(2) {
+        let row = &targets[w[0] as usize..w[1] as usize];
+        let mut prev = 0.0;
+        let items: Vec<(Dest, f64)> = row
+            .iter()
+            .map(|t| {
+                let p = t.cum - prev;
+                prev = t.cum;
+                let d = Dest {
+                    class: t.class,
+                    station: t.station,
+                };
+                (d, p)
+            })
+            .collect();
+        rows.push_row(&items, (1.0 - prev).max(0.0));
+    }
+    rows
 }
 
 fn parse_routing(rows: &[Value], c: usize, m: usize) -> Result<(Vec<Target>, Vec<u32>)> {
@@ -592,7 +629,7 @@ fn parse_entry(rows: &[Value], classes: &[ClassSpec], m: usize) -> Result<Vec<Ve
                 cum.push((acc, k as u32));
             }
         }
-        if cl.open {
+        if cl.open && cl.interarrival.is_some() {
             if (acc - 1.0).abs() > SUM_TOL {
                 return Err(bad(
                     at,

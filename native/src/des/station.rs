@@ -2,15 +2,29 @@
 //!
 //! Design: all jobs in service progress at a common per-job rate
 //! `r(t) = speed(t) * g(n)` (`g = alpha(n)/n` for PS, `alpha(n)/min(n, m)`
-//! for FCFS, `1` for delay). The station keeps a virtual clock `V` (work
-//! attained by each in-service job), advanced lazily; a job entering service
-//! gets the finish tag `V + work`, and the next completion is the smallest
-//! tag. Only that one departure is on the event list; it is re-keyed in
-//! place (or removed) whenever `r` or the smallest tag changes. PS costs O(log n) per event, and a stall (`speed = 0`) simply
-//! schedules nothing until the speed returns, so stalls are exact.
+//! for FCFS, `1` for delay). The station keeps a lazily advanced clock and
+//! only its next completion is on the event list, re-keyed in place (or
+//! removed) whenever that completion moves. A stall (`speed = 0`) simply
+//! schedules nothing until the speed returns, so stalls are exact. The jobs
+//! in service are held one of two ways:
+//!
+//! - [`TagHeap`] (any service law): the clock `V` is the work attained by
+//!   each in-service job; a job entering service gets the finish tag
+//!   `V + work`, and the next completion is the smallest tag. O(log n).
+//! - [`Race`] (every class served here has exponential service): job `i`
+//!   completes at hazard rate `r * mu_i`, so by memorylessness the station
+//!   as a whole completes at rate `r * sum(mu_i)`, and the job that leaves
+//!   is picked with probability `mu_i / sum(mu)`, whatever happened before.
+//!   The clock is then the integrated total hazard, and the next completion
+//!   is when it reaches an Exp(1) threshold: the same process in law as the
+//!   tags (the exact Markov chain), exact under any speed profile, and O(1)
+//!   per event with no service time drawn per job. It is what makes a
+//!   1,000-user think station cheap.
 
 use std::collections::VecDeque;
+use std::hint::select_unpredictable;
 
+use super::rng::Rng;
 use super::spec::{Discipline, Kind, StationSpec};
 
 /// A job in service with its finish tag; `seq` breaks tag ties by entry order.
@@ -114,6 +128,179 @@ impl TagHeap {
 /// Children per node of [`TagHeap`]: a shallow tree for large delay and PS stations.
 const ARITY: usize = 4;
 
+/// Jobs in service at a station where every class is served exponentially.
+#[derive(Debug)]
+pub struct Race {
+    /// Slot of each class (`u32::MAX`: never served here); one slot per served class.
+    slot_of: Box<[u32]>,
+    /// Completion rate `1 / mean` of each slot's class at speed 1.
+    mu: Box<[f64]>,
+    /// With one slot: its rate (0 otherwise).
+    pub(super) single_mu: f64,
+    /// Jobs in service grouped by slot: slot `s` holds `jobs[bounds[s]..bounds[s + 1]]`.
+    jobs: Vec<u32>,
+    bounds: Vec<u32>,
+    /// `sum(mu)` over the jobs in service.
+    pub(super) mass: f64,
+    /// Exp(1) level of integrated hazard at which the next completion happens.
+    threshold: f64,
+    /// The next threshold and the random bits of the next pick, drawn one
+    /// step ahead so that drawing is off the event's critical path.
+    next_threshold: f64,
+    next_pick: u64,
+    /// Whether the race keeps its own completion clock (not when a network-wide
+    /// clock decides when the station completes, see [`super::markov`]).
+    timed: bool,
+    rng: Rng,
+}
+
+impl Race {
+    /// A race with class rates `mu` (0: never served) drawing from `rng`.
+    pub fn new(mu: &[f64], timed: bool, mut rng: Rng) -> Race {
+        let mut slot_of = vec![u32::MAX; mu.len()];
+        let mut rates = Vec::new();
+        for (c, &m) in mu.iter().enumerate() {
+            if m > 0.0 {
+                slot_of[c] = rates.len() as u32;
+                rates.push(m);
+            }
+        }
+        let single_mu = match rates[..] {
+            [m] => m,
+            _ => 0.0,
+        };
+        Race {
+            slot_of: slot_of.into_boxed_slice(),
+            single_mu,
+            bounds: vec![0; rates.len() + 1],
+            mu: rates.into_boxed_slice(),
+            jobs: Vec::new(),
+            mass: 0.0,
+            threshold: rng.exp1(),
+            next_threshold: rng.exp1(),
+            next_pick: rng.next_u64(),
+            timed,
+            rng,
+        }
+    }
+
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Recomputed from the counts (not updated incrementally, so no rounding drifts).
+    #[inline]
+    fn update_mass(&mut self) {
+        self.mass = if self.mu.len() == 1 {
+            self.jobs.len() as f64 * self.mu[0]
+        } else {
+            (0..self.mu.len())
+                .map(|s| f64::from(self.bounds[s + 1] - self.bounds[s]) * self.mu[s])
+                .sum()
+        };
+    }
+
+    #[inline]
+    pub(super) fn push(&mut self, job: u32, class: u32) {
+        if self.mu.len() == 1 {
+            self.jobs.push(job);
+            self.mass = self.jobs.len() as f64 * self.single_mu;
+            return;
+        }
+        // Open a hole at the end of the class's group: the first job of every
+        // later group moves to its group's end, from the last group down.
+        let slots = self.mu.len();
+        let s = self.slot_of[class as usize] as usize;
+        self.jobs.push(job);
+        for t in (s + 1..slots).rev() {
+            let (first, end) = (self.bounds[t] as usize, self.bounds[t + 1] as usize);
+            self.jobs[end] = self.jobs[first];
+        }
+        self.jobs[self.bounds[s + 1] as usize] = job;
+        for b in &mut self.bounds[s + 1..] {
+            *b += 1;
+        }
+        self.update_mass();
+    }
+
+    /// Removes the completing job: a class by its share of the hazard, then a
+    /// job of it uniformly; then moves on to the next threshold.
+    #[inline]
+    pub(super) fn pop(&mut self) -> Option<u32> {
+        if self.jobs.is_empty() {
+            return None;
+        }
+        if self.mu.len() == 1 {
+            // One class: a uniform pick among all jobs in service.
+            let n = self.jobs.len();
+            let i = ((u128::from(self.next_pick) * n as u128) >> 64) as usize;
+            self.next_pick = self.rng.next_u64();
+            let job = self.jobs.swap_remove(i);
+            self.mass = (n - 1) as f64 * self.single_mu;
+            self.next_threshold_if_timed();
+            return Some(job);
+        }
+        let slots = self.mu.len();
+        let s = if slots == 1 {
+            0
+        } else {
+            let mut u = self.rng.unit() * self.mass;
+            let mut pick = 0;
+            for s in 0..slots {
+                let n = self.bounds[s + 1] - self.bounds[s];
+                if n > 0 {
+                    pick = s;
+                    u -= f64::from(n) * self.mu[s];
+                    if u < 0.0 {
+                        break;
+                    }
+                }
+            }
+            pick
+        };
+        let (first, end) = (self.bounds[s] as usize, self.bounds[s + 1] as usize);
+        let i = match end - first {
+            1 => first,
+            n => {
+                let i = ((u128::from(self.next_pick) * n as u128) >> 64) as usize;
+                self.next_pick = self.rng.next_u64();
+                first + i
+            }
+        };
+        // Close the hole: the group's last job fills it, then the last job of
+        // every later group moves to the place just before its group.
+        let job = self.jobs[i];
+        self.jobs[i] = self.jobs[end - 1];
+        for t in s + 1..slots {
+            let (first, end) = (self.bounds[t] as usize, self.bounds[t + 1] as usize);
+            self.jobs[first - 1] = self.jobs[end - 1];
+        }
+        self.jobs.pop();
+        for b in &mut self.bounds[s + 1..] {
+            *b -= 1;
+        }
+        self.update_mass();
+        self.next_threshold_if_timed();
+        Some(job)
+    }
+
+    #[inline]
+    fn next_threshold_if_timed(&mut self) {
+        if self.timed {
+            self.threshold = self.next_threshold;
+            self.next_threshold = self.rng.exp1();
+        }
+    }
+}
+
+/// How a station holds its jobs in service (see the module notes).
+#[derive(Debug)]
+enum InService {
+    Tags(TagHeap),
+    Race(Race),
+}
+
 /// Run-time state of one station.
 #[derive(Debug)]
 pub struct Station {
@@ -123,6 +310,8 @@ pub struct Station {
     alpha: Box<[f64]>,
     pub capacity: u32,
     pub block: bool,
+    /// A full queue or delay station that makes arriving jobs wait upstream.
+    pub blocks_when_full: bool,
     /// Fork: its join; join: its quorum (0: all branches).
     pub join: u32,
     pub quorum: u32,
@@ -132,18 +321,31 @@ pub struct Station {
     pub n: u32,
     /// Jobs that finished service but wait for room downstream (they keep their server).
     pub blocked: u32,
+    /// Speed factor of the perturbations in force (call `touch` before
+    /// changing it, `refresh` after).
     pub speed: f64,
-    /// Current per-job service rate `speed * g(n)`.
+    /// Rate of the clock: per-job service rate `speed * g(n)` with tags, total
+    /// hazard rate `speed * g(n) * sum(mu)` in a race.
     pub rate: f64,
     /// Current busy share `h(n)` of each job occupying capacity.
     pub share: f64,
-    /// Virtual clock: work attained per in-service job since the station last emptied.
+    /// Tags: work attained per in-service job since the station last emptied.
+    /// Race: hazard integrated since the last completion.
     pub vclock: f64,
     /// Integral of `share` since the window started (for busy-time accounting).
     pub busy_clock: f64,
     /// Time up to which both clocks are advanced.
     pub last: f64,
-    pub in_service: TagHeap,
+    in_service: InService,
+    /// Jobs in service (not blocked, not waiting).
+    serving: u32,
+    /// Most jobs in service at once: FCFS servers; no limit for PS and delay.
+    serve_limit: u32,
+    /// `(g(n), h(n))` for small `n` (see [`Station::g`] and [`Station::h`]).
+    rate_share: Box<[(f64, f64)]>,
+    /// Queues: `alpha(i)` for `i = min(n, L)`, the total service capacity
+    /// with `n` jobs present (index 0: none).
+    caps: Box<[f64]>,
     /// FCFS jobs waiting for a server.
     pub waiting: VecDeque<u32>,
     /// Jobs blocked elsewhere that wait for room here, in arrival order.
@@ -166,6 +368,9 @@ impl Station {
             alpha: spec.alpha.clone().into_boxed_slice(),
             capacity: spec.capacity,
             block: spec.block,
+            blocks_when_full: spec.block
+                && spec.capacity != u32::MAX
+                && matches!(spec.kind, Kind::Queue | Kind::Delay),
             join: spec.join.min(u32::MAX as usize) as u32,
             quorum: spec.quorum.unwrap_or(0),
             branches: spec.branches.iter().map(|&b| b as u32).collect(),
@@ -177,7 +382,17 @@ impl Station {
             vclock: 0.0,
             busy_clock: 0.0,
             last: 0.0,
-            in_service: TagHeap::default(),
+            in_service: InService::Tags(TagHeap::default()),
+            serving: 0,
+            serve_limit: if spec.kind == Kind::Queue && !ps {
+                spec.servers
+            } else {
+                u32::MAX
+            },
+            rate_share: Box::default(),
+            caps: std::iter::once(0.0)
+                .chain(spec.alpha.iter().copied())
+                .collect(),
             waiting: VecDeque::new(),
             waiters: VecDeque::new(),
             scheduled: false,
@@ -186,8 +401,27 @@ impl Station {
             next_seq: 0,
             q_max: 0,
         };
+        // Past `max(L, m)` jobs only PS rates still change; PS tables go on
+        // to where the tail is rarely reached.
+        let flat = spec.alpha.len().max(spec.servers as usize) + 1;
+        let len = if ps { flat.max(257) } else { flat };
+        st.rate_share = (0..len as u32).map(|n| (st.g(n), st.h(n))).collect();
         st.refresh();
         st
+    }
+
+    /// Serves the jobs here as an exponential race with class rates `mu` (see
+    /// the module notes); the caller guarantees every class that can be in
+    /// service here has exponential service.
+    pub fn use_race(&mut self, mu: &[f64], rng: Rng) {
+        self.in_service = InService::Race(Race::new(mu, true, rng));
+        self.refresh();
+    }
+
+    /// Whether service times are left to the race (no work is drawn per job).
+    #[inline]
+    pub fn is_race(&self) -> bool {
+        matches!(self.in_service, InService::Race(_))
     }
 
     /// Whether jobs here are served at all (fork and join stations are instantaneous).
@@ -196,8 +430,24 @@ impl Station {
         matches!(self.kind, Kind::Queue | Kind::Delay)
     }
 
-    /// Per-job rate at speed 1 with `n` jobs present.
+    /// `(g(n), h(n))`: from the table, or computed past its end (PS only
+    /// varies there).
     #[inline]
+    fn rate_share(&self, n: u32) -> (f64, f64) {
+        let last = self.rate_share.len() - 1;
+        if (n as usize) <= last || !self.ps {
+            self.rate_share[(n as usize).min(last)]
+        } else {
+            self.rate_share_tail(n)
+        }
+    }
+
+    #[cold]
+    fn rate_share_tail(&self, n: u32) -> (f64, f64) {
+        (self.g(n), self.h(n))
+    }
+
+    /// Per-job rate at speed 1 with `n` jobs present.
     fn g(&self, n: u32) -> f64 {
         if n == 0 || self.kind != Kind::Queue {
             return 1.0;
@@ -212,7 +462,6 @@ impl Station {
 
     /// Busy share of each job occupying capacity with `n` jobs present:
     /// PS `min(n, m)/(m n)`, FCFS `1/m` (per occupied server), delay 1.
-    #[inline]
     fn h(&self, n: u32) -> f64 {
         match self.kind {
             Kind::Delay => 1.0,
@@ -228,59 +477,93 @@ impl Station {
     /// Advances both clocks to `now` at the current rates.
     #[inline]
     pub fn touch(&mut self, now: f64) {
+        // Time never runs back, so `dt >= 0` and no branch is needed.
         let dt = now - self.last;
-        if dt > 0.0 {
-            self.vclock += dt * self.rate;
-            self.busy_clock += dt * self.share;
-            self.last = now;
+        self.vclock += dt * self.rate;
+        self.busy_clock += dt * self.share;
+        self.last = now;
+    }
+
+    /// Recomputes the rates after `n`, `blocked`, `speed` or the jobs in
+    /// service changed (call `touch` first).
+    #[inline]
+    pub fn refresh(&mut self) {
+        let n = self.n;
+        let (g, h) = self.rate_share(n);
+        self.share = h;
+        match &self.in_service {
+            InService::Race(r) if r.single_mu > 0.0 && self.serving == n.min(self.serve_limit) => {
+                // All jobs present that may be served are: the total
+                // capacity is exact (alpha(n), or n at a delay station), so
+                // the rate is bit-identical whenever the state repeats.
+                self.rate = self.speed * (r.single_mu * self.capacity(n));
+            }
+            InService::Race(r) => self.rate = self.speed * g * r.mass,
+            InService::Tags(_) => self.rate = self.speed * g,
         }
     }
 
-    /// Recomputes the rates after `n`, `blocked` or `speed` changed (call `touch` first).
+    /// Total service capacity `g(n) * min(n, limit)` with `n` jobs present:
+    /// `alpha(n)` at a queue, `n` at a delay station (selected without a
+    /// branch: the station changes from event to event).
     #[inline]
-    pub fn refresh(&mut self) {
-        self.rate = self.speed * self.g(self.n);
-        self.share = self.h(self.n);
+    fn capacity(&self, n: u32) -> f64 {
+        let qc = self.caps[(n as usize).min(self.caps.len() - 1)];
+        select_unpredictable(self.kind == Kind::Delay, f64::from(n), qc)
     }
 
-    /// FCFS: a server is free for a waiting job (blocked jobs keep theirs).
+    /// A job may enter service: FCFS has a free server (blocked jobs keep
+    /// theirs); PS and delay stations always serve.
     #[inline]
     pub fn has_free_server(&self) -> bool {
-        (self.in_service.len() as u64 + u64::from(self.blocked)) < u64::from(self.servers)
+        self.serving + self.blocked < self.serve_limit
     }
 
-    /// Whether a job arriving now enters service at once.
+    /// Puts `job` of `class` in service with `work` (time at speed 1) left;
+    /// a race ignores `work`.
     #[inline]
-    pub fn serves_on_arrival(&self) -> bool {
-        self.kind == Kind::Delay || self.ps || self.has_free_server()
+    pub fn start(&mut self, job: u32, class: u32, work: f64) {
+        match &mut self.in_service {
+            InService::Tags(h) => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                h.push(Tagged {
+                    tag: self.vclock + work,
+                    seq,
+                    job,
+                });
+            }
+            InService::Race(r) => r.push(job, class),
+        }
+        self.serving += 1;
     }
 
-    /// Puts `job` in service with `work` (time at speed 1) left.
-    #[inline]
-    pub fn start(&mut self, job: u32, work: f64) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.in_service.push(Tagged {
-            tag: self.vclock + work,
-            seq,
-            job,
-        });
-    }
-
-    /// Removes the job that completes now; the clock is set to its tag exactly,
-    /// so rounding in the event time never accumulates.
+    /// Removes the job that completes now. Tags: the clock is set to its tag
+    /// exactly, so rounding in the event time never accumulates; race: the
+    /// hazard clock restarts for the next threshold.
     #[inline]
     pub fn complete(&mut self) -> Option<u32> {
-        let top = self.in_service.pop()?;
-        self.vclock = top.tag;
+        let job = match &mut self.in_service {
+            InService::Tags(h) => {
+                let top = h.pop()?;
+                self.vclock = top.tag;
+                top.job
+            }
+            InService::Race(r) => {
+                let job = r.pop()?;
+                self.vclock = 0.0;
+                job
+            }
+        };
+        self.serving -= 1;
         self.scheduled = false;
-        Some(top.job)
+        Some(job)
     }
 
     /// Restarts the virtual clock when nobody is in service, keeping it small.
     #[inline]
     pub fn settle(&mut self) {
-        if self.in_service.is_empty() {
+        if self.serving == 0 {
             self.vclock = 0.0;
         }
     }
@@ -288,8 +571,13 @@ impl Station {
     /// What must happen to the station's departure on the event list.
     #[inline]
     pub fn reschedule(&mut self, now: f64) -> Resched {
-        let top = match self.in_service.peek() {
-            Some(top) if self.rate > 0.0 => *top,
+        // The clock level of the next completion, and what identifies it.
+        let next = match &self.in_service {
+            InService::Tags(h) => h.peek().map(|top| (top.tag, top.seq)),
+            InService::Race(r) => (r.len() > 0).then_some((r.threshold, 0)),
+        };
+        let (level, seq) = match next {
+            Some(next) if self.rate > 0.0 => next,
             _ => {
                 if self.scheduled {
                     self.scheduled = false;
@@ -298,14 +586,14 @@ impl Station {
                 return Resched::Keep;
             }
         };
-        if self.scheduled && self.sched_rate == self.rate && self.sched_seq == top.seq {
-            // Same job at the same rate: the pending event is still exact.
+        if self.scheduled && self.sched_rate == self.rate && self.sched_seq == seq {
+            // Same completion at the same clock rate: the pending event is still exact.
             return Resched::Keep;
         }
         self.scheduled = true;
         self.sched_rate = self.rate;
-        self.sched_seq = top.seq;
-        Resched::At(now + (top.tag - self.vclock).max(0.0) / self.rate)
+        self.sched_seq = seq;
+        Resched::At(now + (level - self.vclock).max(0.0) / self.rate)
     }
 }
 
@@ -323,6 +611,56 @@ pub enum Resched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn race_groups_jobs_by_class_and_picks_by_rate() {
+        // Classes 0 and 2 served (rates 1 and 3), class 1 never; random pushes
+        // and pops must keep every group holding exactly its class's jobs,
+        // and pops must choose class 2 with probability 3 n2 / (n0 + 3 n2).
+        let mut r = Race::new(
+            &[1.0, 0.0, 3.0],
+            true,
+            crate::des::rng::Rng::stream(4, 0, 0),
+        );
+        let mut rng = crate::des::rng::Rng::stream(4, 0, 1);
+        let class_of = |job: u32| job % 3;
+        let mut present: Vec<u32> = Vec::new();
+        let (mut next, mut expect, mut got) = (0u32, 0.0, 0.0);
+        for _ in 0..200_000 {
+            if present.len() < 4 || (rng.unit() < 0.5 && present.len() < 40) {
+                next += 1 + u32::from(next % 3 == 0); // skip class 1
+                let job = next;
+                r.push(job, class_of(job));
+                present.push(job);
+            } else {
+                let n2 = present.iter().filter(|&&j| class_of(j) == 2).count() as f64;
+                expect += 3.0 * n2 / ((present.len() as f64 - n2) + 3.0 * n2);
+                let job = r.pop().expect("non-empty");
+                got += f64::from(u8::from(class_of(job) == 2));
+                let at = present
+                    .iter()
+                    .position(|&j| j == job)
+                    .expect("a present job");
+                present.swap_remove(at);
+            }
+            assert_eq!(r.jobs.len(), present.len());
+            for s in 0..2 {
+                let class = [0, 2][s];
+                let group = &r.jobs[r.bounds[s] as usize..r.bounds[s + 1] as usize];
+                assert!(group.iter().all(|&j| class_of(j) == class));
+            }
+            let mut a = r.jobs.clone();
+            let mut b = present.clone();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b);
+        }
+        // About 100k pops: the count of class-2 picks is within 4 sd of its mean.
+        assert!(
+            (got - expect).abs() < 4.0 * (expect * 0.25).sqrt(),
+            "{got} vs {expect}"
+        );
+    }
 
     #[test]
     fn tag_heap_pops_in_tag_then_seq_order() {

@@ -1,69 +1,91 @@
 //! Windowed sums and per-visit traces streamed out of the engine.
 //!
-//! Design: the engine never keeps per-job history. Time-integrals (queue
-//! length, busy share) are accumulated lazily per (class, station) cell: a
-//! cell adds `count * elapsed` only when its count changes, and every cell is
-//! flushed at a window boundary, so each event costs O(1) whatever the number
-//! of classes and stations. Completed windows and trace rows wait in
-//! columnar buffers that the caller drains, so memory stays flat in the run
-//! length.
+//! Design: the engine never keeps per-job history. Each (class, station)
+//! cell holds its counts and the sums of the current window. Time integrals
+//! are kept as sums over the changes: if the count `n` changes by `dn_i` at
+//! times `t_i` of a window `[w0, w1)`, then `integral of n = n(w1) (w1 - w0) -
+//! sum dn_i (t_i - w0)`, so an event adds one product to one sum and nothing
+//! has to be remembered about when a count last changed (the busy integral
+//! is the same with the station's busy clock in place of time). Completed
+//! windows and trace rows wait in columnar buffers that the caller drains,
+//! so memory stays flat in the run length.
 
-/// Lazily integrated state of one (class, station) cell.
+/// Counts and current-window sums of one (class, station) cell.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cell {
     /// Class jobs present at the station.
     pub n: u32,
     /// Class jobs occupying capacity (in service or blocked on a server).
     pub s: u32,
-    /// Time up to which `n` is integrated.
-    pub q_last: f64,
-    /// Station busy clock up to which `s` is integrated.
-    pub b_last: f64,
+    /// `sum dn (t - w0)` over this window's changes of `n`.
+    q_changes: f64,
+    /// `sum ds B(t)` over this window's changes of `s` (B: the station's busy clock).
+    b_changes: f64,
+    pub arrivals: f64,
+    pub completions: f64,
+    pub rt_sum: f64,
+    pub rt_max: f64,
+    pub drops: f64,
 }
 
-/// Sums of the current window, `class * M + station` (or `class`) indexed.
+impl Cell {
+    /// `n += dn` and `s += ds` at `since_w0` into the window, station busy clock `busy`.
+    #[inline(always)]
+    pub fn change(&mut self, dn: i32, ds: i32, since_w0: f64, busy: f64) {
+        self.n = self.n.wrapping_add_signed(dn);
+        self.s = self.s.wrapping_add_signed(ds);
+        self.q_changes += f64::from(dn) * since_w0;
+        self.b_changes += f64::from(ds) * busy;
+    }
+
+    /// One completed visit with response time `rt`.
+    #[inline(always)]
+    pub fn complete(&mut self, rt: f64) {
+        self.completions += 1.0;
+        self.rt_sum += rt;
+        self.rt_max = self.rt_max.max(rt);
+    }
+}
+
+/// Per-class system sums of the current window.
 #[derive(Debug, Clone)]
 pub struct Acc {
-    pub arrivals: Vec<f64>,
-    pub completions: Vec<f64>,
-    pub rt_sum: Vec<f64>,
-    pub rt_max: Vec<f64>,
-    pub q_area: Vec<f64>,
-    pub busy_area: Vec<f64>,
-    pub drops: Vec<f64>,
     pub sys_completions: Vec<f64>,
     pub sys_rt_sum: Vec<f64>,
     pub sys_rt_max: Vec<f64>,
 }
 
 impl Acc {
-    pub fn new(classes: usize, stations: usize) -> Acc {
-        let cm = vec![0.0; classes * stations];
+    pub fn new(classes: usize) -> Acc {
         let c = vec![0.0; classes];
         Acc {
-            arrivals: cm.clone(),
-            completions: cm.clone(),
-            rt_sum: cm.clone(),
-            rt_max: cm.clone(),
-            q_area: cm.clone(),
-            busy_area: cm.clone(),
-            drops: cm,
             sys_completions: c.clone(),
             sys_rt_sum: c.clone(),
             sys_rt_max: c,
         }
     }
 
-    /// Appends these sums as a row of `out` and zeroes them.
-    pub fn emit(&mut self, out: &mut Windows) {
-        let pairs: [(&mut Vec<f64>, &mut Vec<f64>); 10] = [
-            (&mut self.arrivals, &mut out.arrivals),
-            (&mut self.completions, &mut out.completions),
-            (&mut self.rt_sum, &mut out.rt_sum),
-            (&mut self.rt_max, &mut out.rt_max),
-            (&mut self.q_area, &mut out.q_area),
-            (&mut self.busy_area, &mut out.busy_area),
-            (&mut self.drops, &mut out.drops),
+    /// Appends the window `[w0, w0 + width)` as a row of `out` and zeroes
+    /// the sums; `busy_end[k]` is station `k`'s busy clock at the window's
+    /// end, cell `i` belongs to station `i % busy_end.len()`.
+    pub fn emit(&mut self, cells: &mut [Cell], busy_end: &[f64], width: f64, out: &mut Windows) {
+        let m = busy_end.len();
+        for (i, cell) in cells.iter_mut().enumerate() {
+            out.arrivals.push(cell.arrivals);
+            out.completions.push(cell.completions);
+            out.rt_sum.push(cell.rt_sum);
+            out.rt_max.push(cell.rt_max);
+            out.q_area.push(f64::from(cell.n) * width - cell.q_changes);
+            out.busy_area
+                .push(f64::from(cell.s) * busy_end[i % m] - cell.b_changes);
+            out.drops.push(cell.drops);
+            *cell = Cell {
+                n: cell.n,
+                s: cell.s,
+                ..Cell::default()
+            };
+        }
+        let pairs: [(&mut Vec<f64>, &mut Vec<f64>); 3] = [
             (&mut self.sys_completions, &mut out.sys_completions),
             (&mut self.sys_rt_sum, &mut out.sys_rt_sum),
             (&mut self.sys_rt_max, &mut out.sys_rt_max),

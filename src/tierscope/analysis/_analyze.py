@@ -260,7 +260,11 @@ def _episodes(
         episodes = millibottlenecks.metric_episodes(metrics, options)
     else:
         episodes = []
-    frozen = millibottlenecks.frozen_stretches(metrics, [t for t in tiers if t != CLIENT])
+    frozen = millibottlenecks.frozen_stretches(
+        metrics,
+        [t for t in tiers if t != CLIENT],
+        nested=run.info.get("kind") not in ("simulation", "simulated-sweep"),
+    )
     millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen)
     millibottlenecks.place(episodes, millibottlenecks.spans_of(run.events, run.points))
     if requests is not None:

@@ -395,30 +395,57 @@ def cross_check(
             ep["resource_confirmed"] = False
 
 
+#: Per-window counts or rates of requests accepted and completed by a tier: the runner's
+#: gauges (per second) and the simulator's counts (per window); only zero or not matters here.
+_ACCEPTED = ("arrivals_s", "arrivals")
+_COMPLETED = ("throughput_s", "completions")
+
+
 def frozen_stretches(
-    metrics: pl.DataFrame | None, tiers: Sequence[str]
+    metrics: pl.DataFrame | None, tiers: Sequence[str], nested: bool = True
 ) -> dict[str, list[tuple[float, float]]]:
-    """tier -> (start, end) stretches in which the tier neither accepted nor completed a request
-    (tier gauges ``arrivals_s`` and ``throughput_s`` both zero on every node), after having been
-    active within the second before. A paused process (a stall, a long GC, a descheduled VM)
-    looks like this, and so does every tier behind it, which receives nothing."""
+    """tier -> (start, end) stretches in which a tier was frozen, after having been active
+    within the second before: it completed no request (on every node) and
+
+    * ``nested`` (measured systems, where a tier's request lasts until the tiers behind it have
+      answered): it accepted none either. A paused process (a stall, a long GC, a descheduled
+      VM) stops counting altogether, while the tiers in front of it keep accepting and the
+      tiers behind it receive nothing, so the shallowest such tier is the paused one.
+    * not ``nested`` (simulated stations, which complete their own service only): it had
+      requests waiting or arriving. Only a stalled station is stuck with work; the others are
+      busy, or idle for lack of input.
+    """
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
         return out
-    rates = (
-        metrics.filter(pl.col("metric").is_in(["arrivals_s", "throughput_s"]))
-        .group_by("tier", "t")
-        .agg(pl.col("value").sum())
-        .sort("tier", "t")
+    wanted = (*_ACCEPTED, *_COMPLETED, "queue_length")
+    sums = (
+        metrics.filter(pl.col("tier").is_in(list(tiers)) & pl.col("metric").is_in(wanted))
+        .with_columns(
+            pl.when(pl.col("metric").is_in(_ACCEPTED))
+            .then(pl.lit("accepted"))
+            .when(pl.col("metric").is_in(_COMPLETED))
+            .then(pl.lit("completed"))
+            .otherwise(pl.lit("queue"))
+            .alias("what")
+        )
+        .group_by("tier", "t", "what")
+        .agg(pl.col("value").fill_nan(0.0).sum())
     )
     for tier in tiers:
-        rows = rates.filter(pl.col("tier") == tier)
-        if rows.height < 3:
+        rows = sums.filter(pl.col("tier") == tier)
+        if rows.filter(pl.col("what") == "completed").height < 3:
             continue
-        t = rows["t"].to_numpy()
-        busy = rows["value"].to_numpy() > 0
+        wide = rows.pivot("what", index="t", values="value").sort("t").fill_null(0.0)
+        t = wide["t"].to_numpy()
+        done, accepted, queue = (
+            wide[c].to_numpy() if c in wide.columns else np.zeros(len(t))
+            for c in ("completed", "accepted", "queue")
+        )
+        frozen = (done <= 0) & (((accepted > 0) | (queue > 0)) if not nested else (accepted <= 0))
+        busy = ~frozen
         stretches = []
-        for a, b in _runs(~busy, 0):
+        for a, b in _runs(frozen, 0):
             active_before = busy[max(0, np.searchsorted(t, t[a] - 1.0)) : a].any()
             if a > 0 and active_before:
                 # a sample at t describes [t - interval, t): the stretch began one sample earlier
@@ -477,8 +504,10 @@ def assign_roots(
             if episodes[i]["tier"] not in onset:
                 onset.append(episodes[i]["tier"])
         root_tier = episodes[root]["tier"]
-        paused = _paused_tier(frozen or {}, tiers, first, min_frozen_s)
         for i in group:
+            # Judged per episode: a stall may begin inside another tier's ongoing episode (a
+            # database saturating when the application server freezes) and is its own cause.
+            paused = _paused_tier(frozen or {}, tiers, episodes[i]["start"], min_frozen_s)
             episodes[i]["incident"] = incident
             episodes[i]["root_tier"] = paused[0] if paused else root_tier
             episodes[i]["onset_order"] = onset
@@ -492,7 +521,7 @@ def _paused_tier(
     first: float,
     min_frozen_s: float,
 ) -> tuple[str, float, float] | None:
-    """The shallowest tier frozen for ``min_frozen_s`` around ``first`` (an incident's start):
+    """The shallowest tier frozen for ``min_frozen_s`` around ``first`` (an episode's start):
     a paused tier freezes every tier behind it, so the shallowest one is the cause."""
     for tier in tiers:
         for a, b in frozen.get(tier, []):

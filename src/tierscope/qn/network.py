@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tierscope.errors import InputError, UnsupportedModelError
-from tierscope.spec.model import ClassSpec, Model, ServiceDist
+from tierscope.spec.model import (
+    ClassSpec,
+    Model,
+    ServiceDist,
+    class_chains,
+    switching_pairs,
+)
 
 FloatArray = np.ndarray
 
@@ -133,10 +139,18 @@ class Network:
                 sim_only.append(f"{s.type} station '{s.name}'")
             elif s.capacity is not None:
                 sim_only.append(f"finite capacity at '{s.name}'")
+        switches = switching_pairs(model)
+        chained = {name for pair in switches for name in pair}
         visits = np.zeros((C, M))
         service = np.zeros((C, M))
         for c, cl in enumerate(model.classes):
-            visits[c], service[c] = _class_visits_service(cl, c, index)
+            visits[c], service[c] = _class_visits_service(cl, c, index, cl.name in chained)
+        if switches:
+            # Product form holds with chains, but the solvers here know classes only.
+            moves = ", ".join(f"'{a}' to '{b}'" for a, b in switches)
+            sim_only.append(f"class switching ({moves})")
+            visits = _chain_visits(model, index)
+            service[visits == 0] = 0.0
         return cls(
             station_names=tuple(names),
             class_names=tuple(c.name for c in model.classes),
@@ -168,8 +182,10 @@ def _mean(v: float | ServiceDist) -> float:
 
 
 def _class_visits_service(
-    cl: ClassSpec, c: int, index: dict[str, int]
+    cl: ClassSpec, c: int, index: dict[str, int], chained: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Visits and mean service times of one class (``chained``: service only; the visits of a
+    class that switches come from :func:`_chain_visits`)."""
     M = len(index)
     V = np.zeros(M)
     S = np.zeros(M)
@@ -184,6 +200,8 @@ def _class_visits_service(
     if cl.visits is not None:
         for st, v in cl.visits.items():
             V[index[st]] = v
+    elif chained:
+        return V, S
     else:
         assert cl.routing is not None
         V = _traffic_equations(cl, c, index)
@@ -232,6 +250,65 @@ def _traffic_equations(cl: ClassSpec, c: int, index: dict[str, int]) -> np.ndarr
     v = np.zeros(M)
     v[idx] = np.maximum(vr, 0.0)
     return v
+
+
+def _chain_visits(model: Model, index: dict[str, int]) -> np.ndarray:
+    """[C, M] visits as class c to station k per request of c's chain (with class switching).
+
+    The traffic equations are solved over (class, station) pairs, each chain (classes linked by
+    switching) on its own: open chains per external arrival (``v = e / sum(e) + v P``), closed
+    chains relative to the reference of their first populated class (``v = v P``, ``v_ref = 1``).
+    Classes that never switch get the same visits as without chains.
+    """
+    names = set(index)
+    C, M = len(model.classes), len(index)
+    cls = {cl.name: c for c, cl in enumerate(model.classes)}
+    P = np.zeros((C * M, C * M))
+    for c, cl in enumerate(model.classes):
+        for src, st, to, p in cl.routing_targets(names):
+            P[c * M + index[src], cls[to] * M + index[st]] += p
+    chains = class_chains(model)
+    V = np.zeros((C, M))
+    for r in sorted(set(chains)):
+        members = [c for c in range(C) if chains[c] == r]
+        first = model.classes[members[0]]
+        if len(members) == 1:
+            V[members[0]] = _class_visits_service(first, members[0], index)[0]
+            continue
+        where = f"classes[{members[0]}].routing"
+        if first.is_open:
+            e = np.zeros(C * M)
+            for c in members:
+                for st, p in (model.classes[c].entry or {}).items():
+                    e[c * M + index[st]] += (model.classes[c].arrival_rate or 0.0) * p
+            if e.sum() <= 0:
+                continue
+            try:
+                v = np.linalg.solve((np.eye(C * M) - P).T, e / e.sum())
+            except np.linalg.LinAlgError:
+                raise InputError(where, "routing", "an open routing jobs can leave") from None
+        else:
+            origin = next((c for c in members if model.classes[c].population), members[0])
+            ocl = model.classes[origin]
+            assert ocl.routing is not None
+            ref = origin * M + index[ocl.reference or next(iter(ocl.routing))]
+            reach = _reachable(P, ref)
+            idx = np.flatnonzero(reach)
+            A = (P[np.ix_(idx, idx)].T - np.eye(idx.size)).copy()
+            b = np.zeros(idx.size)
+            r0 = int(np.flatnonzero(idx == ref)[0])
+            A[r0, :] = 0.0
+            A[r0, r0] = 1.0
+            b[r0] = 1.0
+            try:
+                vr = np.linalg.solve(A, b)
+            except np.linalg.LinAlgError:
+                raise InputError(where, "routing", "an irreducible closed routing") from None
+            v = np.zeros(C * M)
+            v[idx] = vr
+        for c in members:
+            V[c] = np.maximum(v[c * M : (c + 1) * M], 0.0)
+    return V
 
 
 def _reachable(P: np.ndarray, start: int) -> np.ndarray:

@@ -34,6 +34,11 @@ class Solution:
     # Measured end-to-end times, for networks where residence times do not add up (fork-join:
     # branches run in parallel); None means the sum of residence times.
     measured_response_time: np.ndarray | None = None
+    # Measured visits per second of class c at station k, for networks where a class's station
+    # throughput is not X_c V_ck (class switching: jobs visit stations as classes other than the
+    # one their request began as, so a class entered only by switching has X_c = 0); visits are
+    # then per request of the class's chain, and W_ck = Q_ck / T_ck.
+    measured_station_throughput: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.throughput = np.asarray(self.throughput, dtype=float)
@@ -51,11 +56,15 @@ class Solution:
     @property
     def station_throughput_ck(self) -> np.ndarray:
         """Visits per second of class c at station k (forced-flow law)."""
+        if self.measured_station_throughput is not None:
+            return np.asarray(self.measured_station_throughput, dtype=float)
         return self.throughput[:, None] * self.network.visits
 
     @property
     def residence_time_ck(self) -> np.ndarray:
         """Time a class-c job spends at station k per system visit (Little: Q / X)."""
+        if self.measured_station_throughput is not None:
+            return self.response_time_ck * self.network.visits
         X = self.throughput[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(X > 0, self.queue_length_ck / np.where(X > 0, X, 1), 0.0)
@@ -63,6 +72,10 @@ class Solution:
     @property
     def response_time_ck(self) -> np.ndarray:
         """Time per visit of class c at station k (residence / visits)."""
+        if self.measured_station_throughput is not None:
+            T = self.station_throughput_ck
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(T > 0, self.queue_length_ck / np.where(T > 0, T, 1), 0.0)
         V = self.network.visits
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(V > 0, self.residence_time_ck / np.where(V > 0, V, 1), 0.0)

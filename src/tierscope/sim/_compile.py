@@ -14,6 +14,9 @@ from typing import Any
 from tierscope.qn.network import rate_multipliers
 from tierscope.spec.model import ClassSpec, Model, ServiceDist
 
+#: Routing rows: {from station: {(to station, to class): probability}}.
+Rows = dict[int, dict[tuple[int, int], float]]
+
 ZERO = {"dist": "det", "mean": 0.0}
 
 
@@ -71,6 +74,14 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
     routing: list[dict[str, Any]] = []
     entry: list[list[list[float]]] = []
     classes: list[dict[str, Any]] = []
+    class_index = {cl.name: c for c, cl in enumerate(model.classes)}
+    # Closed classes given by routing: (reference, hub). A job that comes back to the
+    # reference as that class passes the hub first (think time, end of a cycle).
+    returns = {
+        c: (index[cl.reference or next(iter(cl.routing))], hubs[c])
+        for c, cl in enumerate(model.classes)
+        if cl.routing is not None and not cl.is_open
+    }
     for c, cl in enumerate(model.classes):
         hub = hubs[c]
         for st, v in (cl.service or {}).items():
@@ -81,19 +92,21 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
                     service[c][index[st]] = {"dist": "exp", "mean": float(d)}
         think = cl.think_time
         service[c][hub] = {"dist": "exp", "mean": think} if think > 0 else ZERO
-        rows = _class_routing(cl, index, hub)
+        rows = _class_routing(cl, c, index, hub, class_index, returns)
         routing += [
-            {"from": [c, src], "to": [[c, dst, p] for dst, p in row.items() if p > 0]}
+            {"from": [c, src], "to": [[tc, dst, p] for (dst, tc), p in row.items() if p > 0]}
             for src, row in rows.items()
         ]
         if cl.is_open:
             assert cl.arrival_rate is not None
-            entry.append([[hub, 1.0]])
+            # A class fed only by class switching has no arrivals of its own.
+            fed = cl.arrival_rate > 0
+            entry.append(_entry(rows[hub], c, hub) if fed else [])
             classes.append(
                 {
                     "name": cl.name,
                     "open": True,
-                    "interarrival": {"dist": "exp", "mean": 1.0 / cl.arrival_rate},
+                    "interarrival": {"dist": "exp", "mean": 1.0 / cl.arrival_rate} if fed else None,
                     "population": 0,
                     "reference": hub,
                 }
@@ -109,7 +122,6 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
                     "reference": hub,
                 }
             )
-    class_index = {cl.name: c for c, cl in enumerate(model.classes)}
     arrival_schedule, population_schedule = [], []
     for sch in model.simulation.schedules:
         c = class_index[sch.class_]
@@ -143,48 +155,70 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
     }
 
 
-def _class_routing(cl: ClassSpec, index: dict[str, int], hub: int) -> dict[int, dict[int, float]]:
-    """Routing rows {from: {to: p}} of one class, hub included; missing mass leaves (open)."""
+def _entry(first: dict[tuple[int, int], float], c: int, hub: int) -> list[list[float]]:
+    """Where an open class's external arrivals go: straight to the hub's first
+    destinations when those take all the mass and keep the class (the zero-time
+    pass through the source hub would change nothing but cost time), else through
+    the hub (whose missing mass is a request that visits nothing)."""
+    targets: list[list[float]] = [[k, p] for (k, tc), p in first.items() if p > 0 and tc == c]
+    if len(targets) == len(first) and abs(sum(p for _, p in targets) - 1.0) <= 1e-9:
+        return targets
+    return [[hub, 1.0]]
+
+
+def _class_routing(
+    cl: ClassSpec,
+    c: int,
+    index: dict[str, int],
+    hub: int,
+    class_index: dict[str, int],
+    returns: dict[int, tuple[int, int]],
+) -> Rows:
+    """Routing rows of one class, hub included; missing mass leaves (open)."""
     if cl.routing is not None:
-        return _explicit_routing(cl, index, hub)
+        return _explicit_routing(cl, c, index, hub, class_index, returns)
     visits = {index[s]: v for s, v in (cl.visits or {}).items() if v > 0}
     if cl.demands is not None:
         visits = {index[s]: 1.0 for s, d in cl.demands.items() if d > 0}
     total = sum(visits.values())
-    rows: dict[int, dict[int, float]] = {}
     if total >= 1:
         # first visit forced, then continue w.p. 1 - 1/total: E[visits to j] = V_j
-        first = {j: v / total for j, v in visits.items()}
-        cont = {j: (1 - 1 / total) * v / total for j, v in visits.items()}
+        first = {(j, c): v / total for j, v in visits.items()}
+        cont = {(j, c): (1 - 1 / total) * v / total for j, v in visits.items()}
         leave = 1 / total
     else:
         # a cycle may visit nothing: geometric number of visits with mean total
-        first = cont = {j: v / (1 + total) for j, v in visits.items()}
+        first = cont = {(j, c): v / (1 + total) for j, v in visits.items()}
         leave = 1 / (1 + total)
-    rows[hub] = dict(first)
+    rows: Rows = {hub: dict(first)}
     if total < 1 and not cl.is_open:
-        rows[hub][hub] = leave  # an empty cycle
+        rows[hub][(hub, c)] = leave  # an empty cycle
     for j in visits:
         rows[j] = dict(cont)
         if not cl.is_open:  # open classes leave with the missing mass
-            rows[j][hub] = leave
+            rows[j][(hub, c)] = leave
     return rows
 
 
 def _explicit_routing(
-    cl: ClassSpec, index: dict[str, int], hub: int
-) -> dict[int, dict[int, float]]:
-    assert cl.routing is not None
-    rows = {
-        index[src]: {index[dst]: p for dst, p in row.items()} for src, row in cl.routing.items()
-    }
+    cl: ClassSpec,
+    c: int,
+    index: dict[str, int],
+    hub: int,
+    class_index: dict[str, int],
+    returns: dict[int, tuple[int, int]],
+) -> Rows:
+    """Rows of a routing-form class; targets ``station:class`` switch class. A closed job that
+    comes back to its class's reference passes that class's hub first."""
+    rows: Rows = {}
+    for src, st, to, p in cl.routing_targets(set(index)):
+        tc, k = class_index[to], index[st]
+        if tc in returns and returns[tc][0] == k:
+            k = returns[tc][1]
+        row = rows.setdefault(index[src], {})
+        row[(k, tc)] = row.get((k, tc), 0.0) + p
     if cl.is_open:
-        rows[hub] = {index[s]: p for s, p in (cl.entry or {}).items()}
-        return rows
-    ref = index[cl.reference] if cl.reference is not None else index[next(iter(cl.routing))]
-    # every return to the reference station passes the hub first (think time, cycle count)
-    for row in rows.values():
-        if ref in row:
-            row[hub] = row.pop(ref)
-    rows[hub] = {ref: 1.0}
+        rows[hub] = {(index[s], c): p for s, p in (cl.entry or {}).items()}
+    else:
+        rows[hub] = {(returns[c][0], c): 1.0}
     return rows

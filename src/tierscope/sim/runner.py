@@ -25,7 +25,7 @@ from tierscope.qn.network import Network
 from tierscope.qn.result import Solution
 from tierscope.sim import stats
 from tierscope.sim._compile import compile_model
-from tierscope.spec.model import Model
+from tierscope.spec.model import Model, class_chains, switching_pairs
 
 #: Windows kept per replication before neighbours are merged.
 MAX_WINDOWS = 4096
@@ -181,14 +181,19 @@ def simulate(
         raise InputError(
             "max_events/max_time", max_time or max_events, "a run long enough to fill a window"
         )
-    sim_net = replace(net, visits=est["visits"])
+    switching = bool(switching_pairs(model))
+    visits = _chain_visits(est, class_chains(model)) if switching else est["visits"]
+    sim_net = replace(net, visits=visits)
     solution = Solution(
         "simulation",
         sim_net,
         est["X"],
         est["Q"],
         utilization_ck=est["U"],
-        measured_response_time=est["R"] if _has_fork(model) else None,
+        measured_response_time=est["R"] if _has_fork(model) or switching else None,
+        # With class switching a job visits stations as other classes than the one its
+        # request began as: station throughputs are measured, not X_c V_ck.
+        measured_station_throughput=est["T"] if switching else None,
         notes=[]
         if _precise(est, precision)
         else [f"stopped at the cap before reaching {precision:.0%} relative precision"],
@@ -208,6 +213,14 @@ def simulate(
         "drops": {cname: float(d) for cname, d in zip(net.class_names, est["drops"], strict=True)},
     }
     return SimResult(solution, ci, stats_doc)
+
+
+def _chain_visits(est: dict[str, Any], chains: list[int]) -> np.ndarray:
+    """Visits as class c to station k per request of c's chain (T_ck / X_chain)."""
+    X = np.asarray(est["X"], dtype=float)
+    X_chain = np.array([X[[d == ch for d in chains]].sum() for ch in chains])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(X_chain[:, None] > 0, est["T"] / X_chain[:, None], 0.0)
 
 
 def _has_fork(model: Model) -> bool:

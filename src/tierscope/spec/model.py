@@ -170,7 +170,7 @@ class ClassSpec(BaseModel):
 
     name: Annotated[str, Field(min_length=1)]
     population: Annotated[int, Field(ge=0)] | None = None
-    arrival_rate: PositiveFloat | None = None
+    arrival_rate: NonNegFloat | None = None
     think_time: NonNegFloat = 0.0
     visits: dict[str, NonNegFloat] | None = None
     service: dict[str, ServiceValue] | None = None
@@ -196,13 +196,38 @@ class ClassSpec(BaseModel):
             raise ValueError("'entry' applies to open classes given by 'routing'")
         if self.reference is not None and (self.routing is None or self.population is None):
             raise ValueError("'reference' applies to closed classes given by 'routing'")
-        if self.routing is not None and self.arrival_rate is not None and not self.entry:
+        if self.arrival_rate == 0 and self.routing is None:
+            raise ValueError(
+                "'arrival_rate: 0' (a class fed only by class switching) needs 'routing'"
+            )
+        if self.routing is not None and self.arrival_rate and not self.entry:
             raise ValueError("an open class given by 'routing' needs 'entry'")
         return self
 
     @property
     def is_open(self) -> bool:
         return self.arrival_rate is not None
+
+    def routing_targets(self, stations: set[str]) -> list[tuple[str, str, str, float]]:
+        """``(from, to_station, to_class, p)`` of every routing entry, class switches resolved."""
+        out = []
+        for src, row in (self.routing or {}).items():
+            for dst, p in row.items():
+                station, cls = split_target(dst, stations)
+                out.append((src, station, cls or self.name, p))
+        return out
+
+
+def split_target(dst: str, stations: set[str]) -> tuple[str, str | None]:
+    """A routing target ``station`` (same class) or ``station:class`` (class switch).
+
+    A name that is a station is a station, even if it contains ':'; otherwise the part after the
+    last ':' names the class the job becomes.
+    """
+    if dst in stations or ":" not in dst:
+        return dst, None
+    station, _, cls = dst.rpartition(":")
+    return station, cls
 
 
 class Perturbation(BaseModel):
@@ -336,7 +361,11 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
         for src, row in (cl.routing or {}).items():
             check_name(f"{base}.routing.{src}", src)
             for dst in row:
-                check_name(f"{base}.routing.{src}.{dst}", dst)
+                station, switch = split_target(dst, names)
+                check_name(f"{base}.routing.{src}.{dst}", station)
+                if switch is not None:
+                    loc = f"{base}.routing.{src}.{dst}"
+                    errors += _switch_errors(model, cl, loc, station, switch)
             mass = sum(row.values())
             if mass > 1 + 1e-9:
                 errors.append((f"{base}.routing.{src}", f"probabilities sum to {mass:g} > 1"))
@@ -357,9 +386,15 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
                     errors.append(
                         (f"{base}.service", f"missing service time for station '{st_name}'")
                     )
+        if cl.arrival_rate == 0 and not any(
+            t[2] == cl.name and t[2] != other.name
+            for other in model.classes
+            for t in other.routing_targets(names)
+        ):
+            errors.append((f"{base}.arrival_rate", "is 0, but no class switches into this class"))
         if cl.routing is not None and cl.service is not None:
-            visited = set(cl.routing) | {d for row in cl.routing.values() for d in row}
-            visited |= set(cl.entry or {})
+            own = [t for t in cl.routing_targets(names) if t[2] == cl.name]
+            visited = set(cl.routing) | {t[1] for t in own} | set(cl.entry or {})
             served = {s.name for s in model.stations if s.type in ("queue", "delay")}
             for st_name in sorted(visited & served):
                 if st_name not in cl.service:
@@ -367,6 +402,57 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
                         (f"{base}.service", f"missing service time for station '{st_name}'")
                     )
     return errors
+
+
+def _switch_errors(
+    model: Model, cl: ClassSpec, loc: str, station: str, switch: str
+) -> list[tuple[str, str]]:
+    """What is wrong with a switch of class ``cl`` into class ``switch`` at ``station``."""
+    target = next((c for c in model.classes if c.name == switch), None)
+    if target is None:
+        names = ", ".join(c.name for c in model.classes)
+        return [(loc, f"unknown class '{switch}' to switch to (classes: {names})")]
+    if target.is_open != cl.is_open:
+        return [(loc, f"switches between an open and a closed class ('{cl.name}' to '{switch}')")]
+    if target.routing is None:
+        return [(loc, f"class switching needs class '{switch}' to be given by 'routing'")]
+    kinds = {s.name: s.type for s in model.stations}
+    if (
+        kinds.get(station) in ("queue", "delay")
+        and target.service is not None
+        and station not in target.service
+    ):
+        return [(loc, f"class '{switch}' has no service time at '{station}'")]
+    if not target.is_open and station not in target.routing:
+        return [(loc, f"closed class '{switch}' has no routing row from '{station}'")]
+    return []
+
+
+def switching_pairs(model: Model) -> list[tuple[str, str]]:
+    """``(from_class, to_class)`` of every class switch in the model, in order of appearance."""
+    names = {s.name for s in model.stations}
+    pairs: list[tuple[str, str]] = []
+    for cl in model.classes:
+        for _, _, to, _ in cl.routing_targets(names):
+            if to != cl.name and (cl.name, to) not in pairs:
+                pairs.append((cl.name, to))
+    return pairs
+
+
+def class_chains(model: Model) -> list[int]:
+    """Chain of each class: classes linked by switching share the chain of the first of them."""
+    index = {cl.name: c for c, cl in enumerate(model.classes)}
+    chain = list(range(len(model.classes)))
+
+    def root(c: int) -> int:
+        while chain[c] != c:
+            c = chain[c]
+        return c
+
+    for a, b in switching_pairs(model):
+        ra, rb = root(index[a]), root(index[b])
+        chain[max(ra, rb)] = min(ra, rb)
+    return [root(c) for c in range(len(chain))]
 
 
 def parse_model(data: Any, source: str = "<model>") -> Model:

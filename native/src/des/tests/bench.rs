@@ -1,8 +1,18 @@
-//! Throughput of the engine; run with
-//! `cargo test --release -- --ignored --nocapture events_per_second`.
+//! Throughput of the engine (both models are Markovian, so this measures
+//! the Markov path; set `"markov": false` in a spec for the event engine); run with
+//! `cargo test --release -- --ignored --nocapture events_per_second`
+//! (`TIERSCOPE_BENCH_EVENTS=N` changes the 20 M events per run, e.g. for a
+//! shorter run under callgrind).
 
 use super::{exp, single_queue};
 use crate::des::Simulation;
+
+fn events() -> u64 {
+    std::env::var("TIERSCOPE_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000_000)
+}
 
 #[test]
 #[ignore = "benchmark: run in release mode"]
@@ -11,7 +21,7 @@ fn events_per_second_mm1_rho_09() {
     spec["window"] = serde_json::json!(1000.0);
     let mut sim = Simulation::new(&spec.to_string(), 1, 0).expect("valid");
     sim.advance(f64::INFINITY, 1_000_000); // warm up the slab and heaps
-    let n = 20_000_000;
+    let n = events();
     let out = sim.advance(f64::INFINITY, n);
     println!(
         "M/M/1 rho=0.9 FCFS: {n} events in {:.3} s = {:.2} M events/s",
@@ -39,7 +49,7 @@ const CLOSED_3TIER: &str = r#"{"stations": [{"name": "web", "kind": "queue", "di
 fn events_per_second_closed_three_tier() {
     let mut sim = Simulation::new(CLOSED_3TIER, 1, 0).expect("valid");
     sim.advance(f64::INFINITY, 1_000_000);
-    let n = 20_000_000;
+    let n = events();
     let out = sim.advance(f64::INFINITY, n);
     let cycles: f64 = out.windows.sys_completions.iter().sum();
     println!(

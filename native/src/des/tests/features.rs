@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::{assert_close, exp, run, single_queue};
+use super::{assert_close, both_engines, exp, run, single_queue};
 use crate::des::{Simulation, Status};
 
 fn one_job(service: Value, perturbation: Value, discipline: &str) -> Value {
@@ -48,6 +48,9 @@ fn stall_delays_service_by_exactly_its_length() {
 fn stalled_mm1(with_stall: bool) -> Value {
     let mut spec = single_queue(50.0, exp(0.01), "fcfs", 1, None);
     spec["window"] = json!(0.05);
+    // The event engine in both runs, for common random numbers (without the
+    // stall the model is Markovian and would take the Markov fast path).
+    spec["markov"] = json!(false);
     if with_stall {
         spec["perturbations"] = json!([{"station": 0, "factor": 0.0, "start": 5.0,
                                         "duration": 0.3, "period": 5.0, "until": 1000.0}]);
@@ -189,18 +192,41 @@ fn same_seed_is_bit_identical_and_replications_differ() {
 
 #[test]
 fn chunked_advance_equals_one_advance() {
-    let text = single_queue(0.9, exp(1.0), "fcfs", 1, None).to_string();
-    let mut one = Simulation::new(&text, 3, 0).expect("valid");
-    let whole = one.advance(50_000.0, u64::MAX).windows;
-    let mut many = Simulation::new(&text, 3, 0).expect("valid");
-    let mut parts = crate::des::Windows::default();
-    let mut until: f64 = 0.0;
-    while many.now() < 50_000.0 {
-        until += 777.0;
-        parts.append(many.advance(until.min(50_000.0), 10_001).windows);
+    for spec in both_engines(&single_queue(0.9, exp(1.0), "fcfs", 1, None)) {
+        let text = spec.to_string();
+        let mut one = Simulation::new(&text, 3, 0).expect("valid");
+        let whole = one.advance(50_000.0, u64::MAX).windows;
+        let mut many = Simulation::new(&text, 3, 0).expect("valid");
+        let mut parts = crate::des::Windows::default();
+        let mut until: f64 = 0.0;
+        while many.now() < 50_000.0 {
+            until += 777.0;
+            parts.append(many.advance(until.min(50_000.0), 10_001).windows);
+        }
+        assert_eq!(whole, parts);
+        assert_eq!(one.events(), many.events());
     }
-    assert_eq!(whole, parts);
-    assert_eq!(one.events(), many.events());
+}
+
+#[test]
+fn markov_fast_path_takes_exactly_the_markovian_models() {
+    let markov = |spec: &Value| {
+        Simulation::new(&spec.to_string(), 1, 0)
+            .expect("valid")
+            .is_markov()
+    };
+    let mm1 = single_queue(0.9, exp(1.0), "ps", 2, None);
+    assert!(markov(&mm1));
+    assert!(!markov(&both_engines(&mm1)[1]));
+    let det = json!({"dist": "det", "mean": 1.0});
+    assert!(!markov(&single_queue(0.5, det, "fcfs", 1, None)));
+    assert!(!markov(&single_queue(0.5, exp(1.0), "fcfs", 1, Some(5))));
+    let mut traced = mm1.clone();
+    traced["trace"] = json!(true);
+    assert!(!markov(&traced));
+    let mut stalled = mm1.clone();
+    stalled["perturbations"] = json!([{"station": 0, "factor": 0, "start": 1, "duration": 1}]);
+    assert!(!markov(&stalled));
 }
 
 #[test]
@@ -226,7 +252,12 @@ fn bad_specs_name_the_field() {
         ),
         (Box::new(|s| s["entry"][0][0][1] = json!(0.5)), "entry[0]"),
         (
-            Box::new(|s| s["classes"][0]["interarrival"] = Value::Null),
+            // `null` is a class without arrivals of its own; a missing key is an error.
+            Box::new(|s| {
+                s["classes"][0]
+                    .as_object_mut()
+                    .map(|o| o.remove("interarrival"));
+            }),
             "classes[0].interarrival",
         ),
         (Box::new(|s| s["window"] = json!(0)), "window"),

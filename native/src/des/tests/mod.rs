@@ -74,6 +74,14 @@ pub fn run(spec: &Value, seed: u64, until: f64, max_events: u64) -> Run {
     }
 }
 
+/// `spec` twice: for the Markov fast path (where the model allows it) and
+/// forced onto the event engine, so each test checks both against its truth.
+pub fn both_engines(spec: &Value) -> [Value; 2] {
+    let mut events = spec.clone();
+    events["markov"] = Value::Bool(false);
+    [spec.clone(), events]
+}
+
 pub fn exp(mean: f64) -> Value {
     json!({"dist": "exp", "mean": mean})
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::{assert_close, exp, run};
+use super::{assert_close, both_engines, exp, run};
 use crate::qn::mva::mva_exact;
 
 fn queue(name: &str) -> Value {
@@ -26,7 +26,13 @@ fn closed_network_matches_bolch_and_exact_mva() {
         "entry": [[]],
         "window": 10.0,
     });
-    let r = run(&spec, 11, f64::INFINITY, 2_000_000);
+    for spec in both_engines(&spec) {
+        bolch_8_3(&spec, s);
+    }
+}
+
+fn bolch_8_3(spec: &Value, s: [f64; 4]) {
+    let r = run(spec, 11, f64::INFINITY, 2_000_000);
     assert_close("Bolch 8.3 X1", r.x(0, 0), 9.920, 0.015);
     let v = [1.0, 0.4, 0.2, 0.1];
     let demands = vec![(0..4).map(|k| v[k] * s[k]).collect::<Vec<_>>()];
@@ -155,7 +161,13 @@ fn class_switching_moves_statistics_to_the_new_class() {
         "entry": [[[0, 1.0]], [[1, 1.0]]],
         "window": 100.0,
     });
-    let r = run(&spec, 15, f64::INFINITY, 500_000);
+    for spec in both_engines(&spec) {
+        switched_statistics(&spec);
+    }
+}
+
+fn switched_statistics(spec: &Value) {
+    let r = run(spec, 15, f64::INFINITY, 500_000);
     assert_eq!(r.sum(&r.w.completions, 0, 1), 0.0);
     // Class b at s1 sees both its own arrivals (rate 1) and switched ones (rate 0.5).
     assert_close("s1 class-b X", r.x(1, 1), 1.5, 0.02);
@@ -172,4 +184,30 @@ fn class_switching_moves_statistics_to_the_new_class() {
         1.0,
         0.02,
     );
+}
+
+#[test]
+fn zero_time_hub_passes_and_empty_cycles() {
+    // Three jobs, one exponential server (mean 1) and a zero-time hub that
+    // sends a job back to itself w.p. 0.99: every pass through the hub ends
+    // (and starts) a cycle, so cycles come at 100 times the server's
+    // throughput, which is 1 (it is never idle). Long chains of passes must
+    // not deepen the stack.
+    let spec = json!({
+        "stations": [queue("q"), {"name": "hub", "kind": "delay"}],
+        "classes": [{"name": "c", "open": false, "population": 3, "reference": 1}],
+        "service": [[exp(1.0), {"dist": "det", "mean": 0.0}]],
+        "routing": [
+            {"from": [0, 1], "to": [[0, 1, 0.99], [0, 0, 0.01]]},
+            {"from": [0, 0], "to": [[0, 1, 1.0]]},
+        ],
+        "entry": [[]],
+        "window": 100.0,
+    });
+    for spec in both_engines(&spec) {
+        let r = run(&spec, 5, f64::INFINITY, 40_000);
+        assert_close("server X", r.x(0, 0), 1.0, 0.02);
+        let cycles = r.sum_class(&r.w.sys_completions, 0) / r.span();
+        assert_close("cycles per second", cycles, 100.0, 0.03);
+    }
 }

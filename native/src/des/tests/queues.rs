@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{assert_close, exp, run, single_queue};
+use super::{assert_close, both_engines, exp, run, single_queue};
 
 #[test]
 fn mm1_response_time_at_rho_half() {
@@ -102,15 +102,13 @@ fn mm3_matches_erlang_c() {
     let top = a.powi(m) / (fact * m as f64) / (1.0 - rho);
     let erlang_c = top / (sum + top);
     let w = erlang_c / (m as f64 - lambda) + 1.0;
-    let r = run(
-        &single_queue(lambda, exp(1.0), "fcfs", 3, None),
-        6,
-        f64::INFINITY,
-        2_000_000,
-    );
-    assert_close("M/M/3 W", r.rt(0, 0), w, 0.03);
-    let u = r.sum(&r.w.busy_area, 0, 0) / r.span();
-    assert_close("M/M/3 U", u, rho, 0.01);
+    for spec in both_engines(&single_queue(lambda, exp(1.0), "fcfs", 3, None)) {
+        let r = run(&spec, 6, f64::INFINITY, 2_000_000);
+        assert_close("M/M/3 W", r.rt(0, 0), w, 0.03);
+        let u = r.sum(&r.w.busy_area, 0, 0) / r.span();
+        assert_close("M/M/3 U", u, rho, 0.01);
+        assert_close("M/M/3 L = X W", r.q(0, 0), r.x(0, 0) * r.rt(0, 0), 0.01);
+    }
 }
 
 #[test]
