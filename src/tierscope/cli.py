@@ -463,6 +463,9 @@ def plan(
     ] = None,
     setup: SetupOpt = None,
     solver: SolverOpt = "auto",
+    margin: Annotated[
+        float, typer.Option(help="Headroom: the predicted statistic must be this fraction below.")
+    ] = 0.1,
     duration: Annotated[float, typer.Option(help="Simulated seconds per evaluation.")] = 120.0,
     seed: SeedOpt = 1,
     as_json: JsonFlag = False,
@@ -477,13 +480,18 @@ def plan(
     run = _read_run(run_dir)
     model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
     chosen = setup or run.points["setup"][0]
-    users = _levels(levels) or [
-        round(v) for v in measured_levels(run, chosen)["level"].to_list()
-    ]
+    users = _levels(levels) or [round(v) for v in measured_levels(run, chosen)["level"].to_list()]
     plans = run_plan(
-        model, users, objectives, price_book, solver=solver, duration=duration, seed=seed
+        model,
+        users,
+        objectives,
+        price_book,
+        solver=solver,
+        duration=duration,
+        seed=seed,
+        margin=margin,
     )
-    doc = plan_document(model, plans, objectives, price_book)
+    doc = plan_document(model, plans, objectives, price_book, margin)
     _emit(doc, as_json, lambda d: _terminal.plan(d, run_dir.name))
 
 

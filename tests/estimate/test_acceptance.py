@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tierscope.estimate import CI, MLE, UBO, UBR, Observations
 from tests.estimate._synthetic import D_TRUE, exact_open_ps, two_class_ps_run
+from tierscope.estimate import CI, MLE, UBO, UBR, Observations
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,12 @@ def test_exclusive_segments_cut_out_the_next_tier() -> None:
 
 def test_cpu_intervals_cover_the_time_since_the_previous_sample() -> None:
     cpu = pl.DataFrame(
-        {"tier": ["db"] * 3, "node": ["db-1"] * 3, "t": [0.05, 0.10, 0.15], "value": [0.1, 0.2, 0.3]}
+        {
+            "tier": ["db"] * 3,
+            "node": ["db-1"] * 3,
+            "t": [0.05, 0.10, 0.15],
+            "value": [0.1, 0.2, 0.3],
+        }
     )
     iv = cpu_intervals(cpu, ("db",))
     assert iv["t_start"].to_list() == pytest.approx([0.0, 0.05, 0.10])

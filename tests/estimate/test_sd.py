@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from tests.estimate._sd_protocol import evaluate, observations
 from tierscope.errors import InputError
 from tierscope.estimate import SD, Observations
 from tierscope.estimate.sd import _select, divergence
-from tests.estimate._sd_protocol import evaluate, observations
 
 
 def test_divergences_by_hand() -> None:

@@ -50,7 +50,9 @@ def write_sweep(
         "phases": {"ramp_up": ramp, "steady": steady, "ramp_down": 0.0},
     }
     tiers = [
-        SimTier(t, replicas[t], 1.0 if (cpu.get(t) or 1) <= 1 else float(np.ceil(cpu[t])), cpu.get(t))
+        SimTier(
+            t, replicas[t], 1.0 if (cpu.get(t) or 1) <= 1 else float(np.ceil(cpu[t])), cpu.get(t)
+        )
         for t in TIERS
     ]
     means = np.array([demands[t] for t in TIERS])

@@ -147,9 +147,13 @@ def plan(
     duration: float = 120.0,
     seed: int = 1,
     max_evaluations: int = 60,
+    margin: float = 0.1,
 ) -> list[LevelPlan]:
     """For each number of users: the cheapest configuration meeting every objective and the
-    profit-optimal one."""
+    profit-optimal one. ``margin``: the headroom asked of the prediction (0.1: the statistic
+    must be 10 % below its bound), against model error and the noise of a real run."""
+    if not 0 <= margin < 1:
+        raise InputError("--margin", margin, "a fraction in [0, 1)")
     if not objectives:
         raise InputError("--slo", None, "at least one objective, e.g. p95<0.5")
     threshold = min(o.threshold for o in objectives)
@@ -173,7 +177,7 @@ def plan(
                 failed.append(config)
                 continue
             p = predict(candidate, [users], solver=solver, duration=duration, seed=seed)[0]
-            ev = Evaluated(config, float(cost), p, slo_met(objectives, p))
+            ev = Evaluated(config, float(cost), p, slo_met(objectives, p, margin))
             ev.revenue = revenue_per_hour(prices, threshold, p)
             seen.append(ev)
             if cheapest is None:
@@ -206,6 +210,7 @@ def plan_document(
     plans: list[LevelPlan],
     objectives: list[Objective],
     prices: Prices,
+    margin: float = 0.1,
 ) -> dict[str, Any]:
     tiers = model.names
     threshold = min(o.threshold for o in objectives)
@@ -224,6 +229,7 @@ def plan_document(
 
     return {
         "slo": [str(o) for o in objectives],
+        "margin": margin,
         "sla": describe_bands(prices, threshold),
         "costs": {t: prices.tier_price(t).model_dump() for t in tiers},
         "levels": [

@@ -40,7 +40,8 @@ class Objective:
             return p.rt_mean
         return p.rt_quantile(self.quantile)
 
-    def met(self, p: Prediction) -> bool:
+    def met(self, p: Prediction, margin: float = 0.0) -> bool:
+        """Whether ``p`` meets the bound with ``margin`` (a fraction of it) to spare."""
         v = self.value(p)
         if v is None:
             raise InputError(
@@ -48,7 +49,8 @@ class Objective:
                 str(self),
                 "a mean-response-time SLO (percentiles need the simulation: --solver quota-sim)",
             )
-        return v <= self.threshold if self.inclusive else v < self.threshold
+        bound = self.threshold * (1 - margin)
+        return v <= bound if self.inclusive else v < bound
 
     def __str__(self) -> str:
         return f"{self.statistic}{'<=' if self.inclusive else '<'}{self.threshold:g}"
@@ -80,8 +82,8 @@ def parse_slo(text: str) -> list[Objective]:
     return out
 
 
-def slo_met(objectives: list[Objective], p: Prediction) -> bool:
-    return all(o.met(p) for o in objectives)
+def slo_met(objectives: list[Objective], p: Prediction, margin: float = 0.0) -> bool:
+    return all(o.met(p, margin) for o in objectives)
 
 
 def revenue_per_request(prices: Prices, threshold: float, response_times: np.ndarray) -> float:
