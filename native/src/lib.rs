@@ -8,6 +8,7 @@
 pub mod des;
 pub mod error;
 pub mod qn;
+pub mod stats;
 
 #[cfg(feature = "python")]
 mod py;

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from tierscope import __version__
 from tierscope.errors import InputError, TierscopeError
@@ -31,6 +32,8 @@ model_app = typer.Typer(
     help="Queueing-network models: solve, single-queue formulas.", no_args_is_help=True
 )
 app.add_typer(model_app, name="model")
+import_app = typer.Typer(help="Import your own measurements as a run folder.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -234,8 +237,12 @@ def demo(
 
 
 def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as_json: bool):
+    """Run a sweep with a live view, then analyse it (analysis.json, report.html) and print
+    where it saturated and what limited it."""
     import signal
     import time
+
+    from rich.console import Group
 
     from tierscope.experiment import run_experiment
     from tierscope.report import terminal
@@ -249,12 +256,11 @@ def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str
 
     signal.signal(signal.SIGTERM, on_sigterm)
     console = err if as_json else out
-    n_setups = max(1, len(spec.sweep.setups))
     view = ProgressView(
         console,
         title=f"tierscope run {spec.name} → {out_dir}",
         levels=len(spec.sweep.level_values),
-        setups=n_setups,
+        setups=max(1, len(spec.sweep.setups)),
         reps=spec.sweep.repetitions,
     )
     try:
@@ -264,7 +270,171 @@ def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str
     except KeyboardInterrupt:
         err.print(f"interrupted: what was measured is kept in {out_dir} (partial)", markup=False)
         raise
-    _emit(summary, as_json, terminal.run_summary)
+    summary["analysis"] = _analyse_run(out_dir)
+    _emit(
+        summary,
+        as_json,
+        lambda d: Group(
+            terminal.run_summary(d),
+            terminal.analysis_summary(d["analysis"], f"analysis of {out_dir}"),
+            Text(f"report: {out_dir / 'report.html'}", style="dim"),
+        ),
+    )
+
+
+def _analyse_run(run_dir: Path) -> dict[str, Any]:
+    """Analyse a finished run folder and write its analysis.json and report.html."""
+    from tierscope.analysis import analyze as run_analysis
+    from tierscope.analysis.series import report_series
+    from tierscope.report.html import render
+    from tierscope.store import read_run, write_analysis, write_report
+
+    options = _analysis_options(None)
+    run = read_run(run_dir)
+    doc = run_analysis(run, options)
+    write_analysis(run_dir, doc)
+    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
+    write_report(run_dir, render(doc, report_series(run, options), title))
+    return doc
+
+
+def _analysis_options(
+    pairs: list[str] | None, base: dict[str, Any] | None = None, **given: Any
+) -> Any:
+    from tierscope.spec.analysis import AnalysisOptions
+
+    data: dict[str, Any] = dict(base or {})
+    data.update({k: v for k, v in given.items() if v is not None})
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(
+                "--option", pair, "KEY=VALUE (an analysis option, see docs/analysis.md)"
+            )
+        data[key.strip().replace("-", "_")] = value.strip()
+    return AnalysisOptions.parse(data, source="analysis options")
+
+
+OptionPairs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        metavar="KEY=VALUE",
+        help="Any analysis option (repeatable), e.g. -o permutations=199.",
+    ),
+]
+
+
+@app.command()
+def analyze(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    margin: Annotated[
+        float | None, typer.Option(help="Margin M when the run has no +1 node setup.")
+    ] = None,
+    window: Annotated[
+        float | None, typer.Option(help="Window [s] in which resource saturation is judged.")
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option(help="Utilisation from which a resource is saturated.")
+    ] = None,
+    slo: Annotated[float | None, typer.Option(help="Response-time objective [s].")] = None,
+    vlrt: Annotated[float | None, typer.Option(help="Very long response time [s].")] = None,
+    mb_window: Annotated[
+        float | None, typer.Option(help="Window [s] of the millibottleneck analysis.")
+    ] = None,
+    option: OptionPairs = None,
+    write: Annotated[
+        bool, typer.Option("--write/--no-write", help="Write analysis.json into RUN_DIR.")
+    ] = True,
+    as_json: JsonFlag = False,
+) -> None:
+    """Saturation point, bottleneck tier and resource, indicators, millibottlenecks of a run."""
+    from tierscope.analysis import analyze as run_analysis
+    from tierscope.report import terminal
+    from tierscope.store import read_run, write_analysis
+
+    options = _analysis_options(
+        option,
+        margin=margin,
+        window_s=window,
+        saturation_threshold=threshold,
+        slo_s=slo,
+        vlrt_s=vlrt,
+        mb_window_s=mb_window,
+    )
+    run = read_run(run_dir)
+    doc = run_analysis(run, options)
+    if write:
+        write_analysis(run_dir, doc)
+    _emit(doc, as_json, lambda d: terminal.analysis_summary(d, f"analysis of {run_dir}"))
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    out_file: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="HTML file (default RUN_DIR/report.html)."),
+    ] = None,
+    option: OptionPairs = None,
+) -> None:
+    """Write the self-contained HTML report of a run (and its analysis.json)."""
+    from tierscope.analysis import analyze as run_analysis
+    from tierscope.analysis.series import report_series
+    from tierscope.report.html import render
+    from tierscope.store import read_analysis, read_run, write_analysis, write_report
+
+    previous = read_analysis(run_dir) or {}
+    options = _analysis_options(option, base=previous.get("options"))
+    run = read_run(run_dir)
+    doc = run_analysis(run, options)
+    write_analysis(run_dir, doc)
+    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
+    path = write_report(run_dir, render(doc, report_series(run, options), title), out_file)
+    out.print(f"report: {path}", markup=False)
+
+
+@import_app.command("csv")
+def import_csv_command(
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
+    ],
+    metrics: Annotated[
+        Path | None, typer.Option(metavar="FILE.csv", help="ts,tier,metric,value[,node,...]")
+    ] = None,
+    requests: Annotated[
+        Path | None, typer.Option(metavar="FILE.csv", help="tier,request_id,start,end[,...]")
+    ] = None,
+    points: Annotated[
+        Path | None, typer.Option(metavar="FILE.csv", help="level,throughput[,setup,rep,...]")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write your own CSV measurements as a run folder that analyze and report read."""
+    from tierscope.report import terminal
+    from tierscope.store import import_csv, read_run
+
+    path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
+    run = read_run(path)
+    doc = {
+        "run_dir": str(path),
+        "tables": run.info.get("tables", []),
+        "rows": {
+            t: getattr(run, t).height
+            for t in ("metrics", "requests", "points")
+            if getattr(run, t) is not None
+        },
+        "time_origin": (run.info.get("spec") or {}).get("time_origin"),
+    }
+    _emit(
+        doc,
+        as_json,
+        lambda d: terminal.key_values(
+            f"imported into {path}",
+            _flat(d) + [(f"rows of {k}", v) for k, v in d["rows"].items()],
+        ),
+    )
 
 
 # ---- models from measurements: estimate, calibrate, whatif, plan ---------------------------------

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.experiment._support import require
 from tierscope.experiment.cgroups import CgroupUnavailableError, Hierarchy, open_hierarchy
-
-
-def require(what: str, install: str) -> None:
-    """Skip locally, fail under CI=true: an integration test's missing prerequisite."""
-    message = f"{what} is not available here ({install})"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture

@@ -87,13 +87,15 @@ def test_little_law_per_tier_and_stalls_as_ground_truth(tmp_path: Path) -> None:
         system={"kind": "embedded", "topology": "1/1/1", "tiers": {"app": {"cpu": 0.6}}},
         sweep={"levels": [30], "repetitions": 1},
         phases={"ramp_up": 1, "steady": 9, "ramp_down": 0.5},
-        faults=[{"kind": "stall", "tier": "app", "at": 2.5, "duration": 0.3, "every": 2.5}],
+        # A period that is not a multiple of the 50 ms monitor interval, so the gauge samples
+        # do not alias with the bursts that follow each stall.
+        faults=[{"kind": "stall", "tier": "app", "at": 2.5, "duration": 0.3, "every": 2.53}],
     )
     out = run(tmp_path, doc)
     r = read_run(out)
     stalls = r.events.filter(pl.col("kind") == "stall")
-    assert stalls.height == 3
-    assert np.allclose(np.diff(stalls["t_start"].to_numpy()), 2.5, atol=0.05)
+    assert stalls.height == 4  # at 2.5, 5.03, 7.56 and 10.09 s of a 10.5 s level
+    assert np.allclose(np.diff(stalls["t_start"].to_numpy()), 2.53, atol=0.05)
     assert np.allclose((stalls["t_end"] - stalls["t_start"]).to_numpy(), 0.3, atol=0.05)
     q = r.metrics.filter(pl.col("metric") == "queue_length")
     for t0 in stalls["t_start"]:
@@ -111,28 +113,45 @@ def test_little_law_per_tier_and_stalls_as_ground_truth(tmp_path: Path) -> None:
         area = (np.minimum(rec["end"].to_numpy(), b) - np.maximum(rec["start"].to_numpy(), a)).clip(
             0
         )
-        assert gauge == pytest.approx(area.sum() / (b - a), rel=0.15, abs=0.05), tier
+        assert gauge == pytest.approx(area.sum() / (b - a), rel=0.2, abs=0.05), tier
 
 
-def test_points_client_metrics_and_warnings(tmp_path: Path) -> None:
+def test_points_and_client_metrics(tmp_path: Path) -> None:
     doc = spec_doc(
         sweep={"levels": [5, 20], "repetitions": 1},
         phases={"ramp_up": 1, "steady": 3, "ramp_down": 0.2},
-        client={"max_cpu": 0.000001, "max_lag_s": 0.005},
     )
-    out = tmp_path / "run"
-    summary = run_experiment(parse_experiment(doc), doc, out)
-    points = read_run(out).points
-    assert points["level"].to_list() == [5.0, 20.0]
-    # Closed loop with 0.3 s think time: X = N / (Z + R) with R small.
-    for row in points.iter_rows(named=True):
-        assert row["throughput"] == pytest.approx(row["level"] / (0.3 + row["rt_mean"]), rel=0.3)
+    out = run(tmp_path, doc)
+    r = read_run(out)
+    assert r.points["level"].to_list() == [5.0, 20.0]
+    # Closed loop with 0.3 s think time: X = N / (Z + R) (the interactive response-time law),
+    # within three standard errors of a count of n completions (about 3 / sqrt(n)).
+    for row in r.points.iter_rows(named=True):
+        n = row["throughput"] * (row["t_end"] - row["t_start"])
+        expected = row["level"] / (0.3 + row["rt_mean"])
+        assert row["throughput"] == pytest.approx(expected, rel=3 / np.sqrt(n)), row
         assert row["client.cpu_cores"] > 0
-    assert any("load generator used" in w for w in summary["warnings"])
-    m = read_run(out).metrics.filter(pl.col("tier") == "client")
-    assert set(m["metric"].unique()) >= {"cpu_cores", "lag_s"}
-    info = json.loads((out / "run.json").read_text())
-    assert info["status"] == "complete" and info["summary"]["warnings"]
+        assert row["client.bottleneck"] in (0.0, 0.5, 1.0)  # the verdict depends on the host
+    m = r.metrics.filter(pl.col("tier") == "client")
+    assert {"cpu_cores", "timer_lag_max_s"} <= set(m["metric"].unique())
+    # Requests carry ids unique across the run and are joined across tiers by them.
+    client = r.requests.filter(pl.col("tier") == "client")
+    assert client["request_id"].n_unique() == client.height
+    web = r.requests.filter(pl.col("tier") == "web")
+    assert web.join(client, on="request_id").height == web.height
+
+
+def test_client_warnings_follow_the_generators_verdict() -> None:
+    from tierscope.experiment.runner import client_warnings
+
+    assert client_warnings({"client_near_bottleneck": False}, "s0", 10) == []
+    summary = {
+        "client_bottleneck": True,
+        "client_near_bottleneck": True,
+        "client_bottleneck_why": ["timers fired late: p99 lateness 12.00 ms"],
+    }
+    (w,) = client_warnings(summary, "s0", 10)
+    assert "was the bottleneck" in w and "12.00 ms" in w
 
 
 def test_killed_runner_leaves_partial_store_and_no_processes(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@
 
 mod mva;
 mod sim;
+mod windows;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -15,7 +16,8 @@ use crate::error::NativeError;
 /// Adds every binding to the `_native` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mva::register(m)?;
-    sim::register(m)
+    sim::register(m)?;
+    windows::register(m)
 }
 
 /// One place decides how native errors look from Python.

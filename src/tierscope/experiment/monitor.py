@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -97,6 +96,7 @@ class _NodeState:
         self.refreshed = -1e9
         self.gauges = [GaugeReader(p) for p in probe.gauges]
         self.prev: dict[str, float] | None = None
+        self.throttled_ratio = 0.0
         self.task_prev: dict[int, tuple[int, int, int]] = {}
         self.io_prev: dict[int, tuple[int, int]] = {}
         self.cpu_prev: dict[int, int] = {}
@@ -230,9 +230,10 @@ def node_metrics(prev: dict[str, float], cur: dict[str, float], dt: float, quota
     m["cpu_util"] = cores / (quota if quota else HOST_CORES)
     if "periods" in cur:
         periods = cur["periods"] - prev["periods"]
-        m["cpu_throttled_ratio"] = (
-            (cur["throttled"] - prev["throttled"]) / periods if periods > 0 else 0.0
-        )
+        # CFS periods (100 ms) are longer than a 50 ms tick: a tick in which no period ended
+        # says nothing new, so it gets no ratio and the caller holds the last one.
+        if periods > 0:
+            m["cpu_throttled_ratio"] = (cur["throttled"] - prev["throttled"]) / periods
         m["cpu_throttled_s"] = max(0.0, cur["throttled_ns"] - prev["throttled_ns"]) / 1e9 / dt
     m["cpu_wait"] = cur["d_wait_ns"] / 1e9 / dt
     m["ctx_switches_s"] = cur["d_slices"] / dt
@@ -294,13 +295,11 @@ class Monitor:
         t0: float,
         nodes: list[NodeProbe],
         *,
-        client: Callable[[], dict[str, float] | None] | None = None,
         host: bool = True,
     ) -> None:
         self.interval = interval
         self.t0 = t0
         self.states = [_NodeState(n) for n in nodes]
-        self.client = client
         self.host = _Host() if host else None
         self._rows: list[tuple[float, str, str, str, float]] = []
         self._lock = threading.Lock()
@@ -356,7 +355,6 @@ class Monitor:
                 st.refresh(now)
             samples = [st.sample() for st in self.states]
             host_cur = self.host.sample() if self.host else None
-            client = self.client() if self.client else None
             t = time.monotonic()
             rows: list[tuple[float, str, str, str, float]] = []
             if prev_t is not None:
@@ -366,6 +364,11 @@ class Monitor:
                     if st.prev is None:
                         continue
                     m = node_metrics(st.prev, cur, dt, st.p.quota_cores)
+                    if "periods" in cur:
+                        if "cpu_throttled_ratio" in m:
+                            st.throttled_ratio = m["cpu_throttled_ratio"]
+                        else:
+                            m["cpu_throttled_ratio"] = st.throttled_ratio
                     if st.p.extra is not None:
                         with contextlib.suppress(Exception):
                             m.update(st.p.extra())
@@ -375,9 +378,6 @@ class Monitor:
                     hm = self.host.metrics(host_prev, host_cur, dt)  # type: ignore[union-attr]
                     rows.extend((rel, "host", "host", k, v) for k, v in hm.items())
                     self.latest[("host", "host")] = hm
-                if client:
-                    rows.extend((rel, "client", "client", k, float(v)) for k, v in client.items())
-                    self.latest[("client", "client")] = dict(client)
             for st, cur in zip(self.states, samples, strict=True):
                 st.prev = cur
             host_prev = host_cur
@@ -396,8 +396,3 @@ class Monitor:
                 next_tick += missed * self.interval
                 delay = next_tick - time.monotonic()
             self._stop.wait(max(0.0, delay))
-
-
-def samples_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    """Client samples handed over as dicts -> long rows (helper for the runner)."""
-    return pl.DataFrame(rows) if rows else pl.DataFrame()

@@ -80,6 +80,7 @@ class Runner:
         self.outcomes: list[LevelOutcome] = []
         self.monitor_stats: list[dict[str, Any]] = []
         self.t0 = 0.0
+        self.supervisor: Supervisor | None = None
 
     # ---- the whole run -------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -95,7 +96,7 @@ class Runner:
             options={"source": self.source, "setups": list(self.setups)},
         )
         workdir = Path(tempfile.mkdtemp(prefix=f"tierscope-{run_id}-"))
-        supervisor = Supervisor(workdir)
+        supervisor = self.supervisor = Supervisor(workdir)
         supervisor.start_reaper()
         if hierarchy is not None:
             supervisor.note_paths(*hierarchy.roots.values())
@@ -147,27 +148,16 @@ class Runner:
         supervisor: Supervisor,
         hierarchy: Hierarchy | None,
     ) -> None:
-        from tierscope.load import LoadGenerator
-        from tierscope.spec.workload import parse_workload
+        from tierscope.spec.workload import merge_workload, parse_workload
 
         self.progress({"event": "deploy", "setup": name})
         t_deploy = time.monotonic()
         deployment = start_system(spec.system, workdir, supervisor, hierarchy)
         deployed = [(t_deploy, time.monotonic(), "deploy", "", {"setup": name, **deployment.facts})]
-        writer.append("events", self._events(deployed))
+        writer.append("events", events_frame(deployed, self.t0))
         workload = parse_workload(
-            merged_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
+            merge_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
         )
-        generator = LoadGenerator(workload, deployment.entry_urls, seed=spec.system.seed)
-        live: dict[str, Any] = {"handle": None}
-
-        def client_sample() -> dict[str, float] | None:
-            handle = live["handle"]
-            if handle is None:
-                return None
-            snap = handle.snapshot()
-            return {"cpu_cores": float(snap.client_cpu), "lag_s": float(snap.lag_s)}
-
         probes = [
             NodeProbe(
                 tier=n.tier,
@@ -180,24 +170,17 @@ class Runner:
             )
             for n in deployment.nodes
         ]
-        monitor = Monitor(spec.monitor.interval, self.t0, probes, client=client_sample).start()
+        monitor = Monitor(spec.monitor.interval, self.t0, probes).start()
         try:
-            for level in spec.sweep.level_values:
+            for i, level in enumerate(spec.sweep.level_values):
                 for rep in range(spec.sweep.repetitions):
-                    outcome = self._run_level(
-                        name,
-                        spec,
-                        level,
-                        rep,
-                        deployment,
-                        generator,
-                        monitor,
-                        writer,
-                        live,
-                        supervisor,
+                    level_run = LevelRun(self, name, spec, level, rep, deployment, monitor, writer)
+                    outcome = level_run.run(
+                        workload, seed=spec.system.seed * 1_000_003 + 1000 * i + rep
                     )
                     self.outcomes.append(outcome)
                     self.progress({"event": "level_done", "outcome": outcome})
+                    supervisor.check_alive()
         finally:
             monitor.stop()
             self.monitor_stats.append(
@@ -217,46 +200,74 @@ class Runner:
                 hierarchy.nodes.clear()
             writer.flush()
 
-    # ---- one level -----------------------------------------------------------------------------
-    def _run_level(
+    # ---- summary -------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        points = [o.point for o in self.outcomes]
+        return {
+            "run_dir": str(self.out_dir),
+            "points": points,
+            "warnings": [w for o in self.outcomes for w in o.warnings],
+            "monitor": self.monitor_stats,
+        }
+
+
+class LevelRun:
+    """One (setup, level, repetition): faults, load, and everything measured, into the store."""
+
+    def __init__(
         self,
+        runner: Runner,
         setup: str,
         spec: ExperimentSpec,
         level: float,
         rep: int,
         deployment: Deployment,
-        generator: Any,
         monitor: Monitor,
         writer: RunWriter,
-        live: dict[str, Any],
-        supervisor: Supervisor,
-    ) -> LevelOutcome:
-        ph = spec.phases
+    ) -> None:
+        self.runner = runner
+        self.setup, self.spec, self.level, self.rep = setup, spec, level, rep
+        self.deployment, self.monitor, self.writer = deployment, monitor, writer
+        self.t0 = runner.t0
+        self.tag = (setup, level, rep)
+        self.client = pl.DataFrame()
+        self.metrics = pl.DataFrame()
+
+    def run(self, workload: Any, *, seed: int) -> LevelOutcome:
+        from tierscope.load import LoadGenerator
+
+        ph, dep = self.spec.phases, self.deployment
         # What was sampled or finished between levels belongs to no level.
-        monitor.drain()
-        for node in deployment.nodes:
+        self.monitor.drain()
+        for node in dep.nodes:
             for source in node.request_sources:
                 source()
-        targets = [
-            FaultTarget(n.tier, n.name, n.replica, n.pids, n.cgroup) for n in deployment.nodes
-        ]
-        t_level = time.monotonic()
-        faults = FaultScheduler(spec.faults, targets, ph.total).start(t_level)
-        handle = generator.start(level, ph.ramp_up, ph.steady, ph.ramp_down)
-        live["handle"] = handle
+        generator = LoadGenerator(
+            workload,
+            dep.entry_urls,
+            seed=seed,
+            # Unique across the run, so requests can be joined across tiers by id alone.
+            request_id_prefix=f"{self.setup}/{self.level:g}/{self.rep}/",
+        )
+        targets = [FaultTarget(n.tier, n.name, n.replica, n.pids, n.cgroup) for n in dep.nodes]
+        handle = generator.start(
+            self.level, ph.ramp_up, ph.steady, ph.ramp_down, setup=self.setup, rep=self.rep
+        )
+        faults = FaultScheduler(self.spec.faults, targets, ph.total).start(handle.t0)
         result = None
         try:
-            while not handle.done():
+            while not handle.done:
                 time.sleep(PROGRESS_EVERY_S)
-                supervisor.check_alive()
-                self.progress(
+                if self.runner.supervisor is not None:
+                    self.runner.supervisor.check_alive()
+                self.runner.progress(
                     {
                         "event": "tick",
-                        "setup": setup,
-                        "level": level,
-                        "rep": rep,
+                        "setup": self.setup,
+                        "level": self.level,
+                        "rep": self.rep,
                         "snapshot": handle.snapshot(),
-                        "tiers": dict(monitor.latest),
+                        "tiers": dict(self.monitor.latest),
                     }
                 )
             result = handle.wait()
@@ -266,94 +277,86 @@ class Runner:
             if measured is None:
                 with contextlib.suppress(Exception):
                     measured = handle.stop()
-            occurred = faults.stop()
-            live["handle"] = None
-            tag = (setup, level, rep)
-            if measured is not None:
-                writer.append("requests", client_requests(measured.requests, self.t0, *tag))
-            metrics = label(monitor.drain(), *tag)
-            writer.append("metrics", metrics)
-            for node in deployment.nodes:
-                for source in node.request_sources:
-                    writer.append(
-                        "requests", tier_requests(source(), node.tier, node.name, self.t0, *tag)
-                    )
-            writer.append("events", self._events(self._fault_rows(occurred, *tag)))
-            writer.flush()
-        rel = t_level - self.t0
-        steady = (rel + ph.ramp_up, rel + ph.ramp_up + ph.steady)
+            self._store(measured, faults.stop())
+        steady = (handle.steady_start - self.t0, handle.steady_end - self.t0)
         phases = [
-            (t_level, t_level + ph.ramp_up, "ramp_up"),
-            (t_level + ph.ramp_up, t_level + ph.ramp_up + ph.steady, "steady"),
-            (t_level + ph.ramp_up + ph.steady, time.monotonic(), "ramp_down"),
+            (handle.t0, handle.steady_start, "ramp_up"),
+            (handle.steady_start, handle.steady_end, "steady"),
+            (handle.steady_end, handle.load_end, "ramp_down"),
         ]
-        writer.append(
+        detail = {"setup": self.setup, "level": self.level, "rep": self.rep}
+        self.writer.append(
             "events",
-            self._events(
-                (a, b, "phase", "", {"setup": setup, "level": level, "rep": rep, "phase": p})
-                for a, b, p in phases
+            events_frame(
+                ((a, b, "phase", "", {**detail, "phase": p}) for a, b, p in phases), self.t0
             ),
         )
-        client = client_requests(result.requests, self.t0, setup, level, rep)
-        point = point_row(client, metrics, setup, level, rep, steady)
-        writer.append("points", pl.DataFrame([point]))
-        writer.flush()
-        summary = dict(result.summary)
+        point = point_row(self.client, self.metrics, result.summary, *self.tag, steady)
+        self.writer.append("points", pl.DataFrame([point]))
+        self.writer.flush()
         return LevelOutcome(
-            setup, level, rep, point, summary, client_warnings(point, spec, setup, level)
+            self.setup,
+            self.level,
+            self.rep,
+            point,
+            result.summary,
+            client_warnings(result.summary, self.setup, self.level),
         )
 
-    def _fault_rows(self, occurred: list[Occurrence], setup: str, level: float, rep: int):
-        for o in occurred:
-            detail = {"node": o.node, "setup": setup, "level": level, "rep": rep, **o.detail}
-            yield (o.t_start, o.t_end, o.kind, o.tier, detail)
-
-    def _events(
-        self, rows: Iterable[tuple[float, float, str, str, dict[str, Any]]]
-    ) -> pl.DataFrame:
-        """Event rows with monotonic times -> the store's events table (run time)."""
-        data = [
-            {
-                "t_start": a - self.t0,
-                "t_end": b - self.t0,
-                "kind": kind,
-                "tier": tier,
-                "detail": json.dumps(detail, sort_keys=True),
-            }
-            for a, b, kind, tier, detail in rows
-        ]
-        schema = {
-            "t_start": pl.Float64,
-            "t_end": pl.Float64,
-            "kind": pl.String,
-            "tier": pl.String,
-            "detail": pl.String,
-        }
-        return pl.DataFrame(data, schema=schema)
-
-    # ---- summary -------------------------------------------------------------------------------
-    def summary(self) -> dict[str, Any]:
-        points = [o.point for o in self.outcomes]
-        return {
-            "run_dir": str(self.out_dir),
-            "points": points,
-            "utilisation": utilisation_summary(points),
-            "warnings": [w for o in self.outcomes for w in o.warnings],
-            "monitor": self.monitor_stats,
-        }
+    def _store(self, result: Any, occurred: list[Occurrence]) -> None:
+        w, t0 = self.writer, self.t0
+        if result is not None:
+            self.client = client_requests(result.requests, t0, *self.tag)
+            w.append("requests", self.client)
+            w.append("metrics", client_metrics(result.client_metrics(), t0, *self.tag))
+        self.metrics = label(self.monitor.drain(), *self.tag)
+        w.append("metrics", self.metrics)
+        for node in self.deployment.nodes:
+            for source in node.request_sources:
+                w.append("requests", tier_requests(source(), node.tier, node.name, t0, *self.tag))
+        rows = (
+            (
+                o.t_start,
+                o.t_end,
+                o.kind,
+                o.tier,
+                {
+                    "node": o.node,
+                    "setup": self.setup,
+                    "level": self.level,
+                    "rep": self.rep,
+                    **o.detail,
+                },
+            )
+            for o in occurred
+        )
+        w.append("events", events_frame(rows, t0))
+        w.flush()
 
 
 # ---- table conversion ----------------------------------------------------------------------------
-def merged_workload(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """The system's base workload with the spec's ``workload`` section merged over it
-    (mappings merge key by key; ``think_time`` and lists are replaced as a whole)."""
-    out = json.loads(json.dumps(base))
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "think_time":
-            out[key] = merged_workload(out[key], value)
-        else:
-            out[key] = value
-    return out
+def events_frame(
+    rows: Iterable[tuple[float, float, str, str, dict[str, Any]]], t0: float
+) -> pl.DataFrame:
+    """Event rows with monotonic times -> the store's events table (run time)."""
+    data = [
+        {
+            "t_start": a - t0,
+            "t_end": b - t0,
+            "kind": kind,
+            "tier": tier,
+            "detail": json.dumps(detail, sort_keys=True),
+        }
+        for a, b, kind, tier, detail in rows
+    ]
+    schema = {
+        "t_start": pl.Float64,
+        "t_end": pl.Float64,
+        "kind": pl.String,
+        "tier": pl.String,
+        "detail": pl.String,
+    }
+    return pl.DataFrame(data, schema=schema)
 
 
 #: Columns the runner keeps in requests.parquet after the contract ones, same for every tier
@@ -366,6 +369,8 @@ REQUEST_EXTRAS: dict[str, pl.DataType] = {
     "bytes": pl.Int64(),
     "phase": pl.String(),
     "error": pl.String(),
+    "user": pl.Int64(),
+    "session": pl.Int64(),
 }
 
 
@@ -375,7 +380,27 @@ def _with_extras(frame: pl.DataFrame) -> pl.DataFrame:
             (pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c)
             for c, t in REQUEST_EXTRAS.items()
         )
-    ).select(*[c for c in frame.columns if c not in REQUEST_EXTRAS], *REQUEST_EXTRAS)
+    ).select(*REQUEST_COLUMNS, *REQUEST_EXTRAS)
+
+
+REQUEST_COLUMNS = (
+    "tier",
+    "request_id",
+    "start",
+    "end",
+    "setup",
+    "level",
+    "rep",
+    "interaction",
+    "status",
+)
+
+
+def client_metrics(frame: pl.DataFrame, t0: float, setup: str, level: float, rep: int):
+    """The load generator's own samples (tier client) in the run's time base."""
+    return label(
+        frame.with_columns(pl.col("t") - t0, pl.lit("client").alias("node")), setup, level, rep
+    )
 
 
 def label(frame: pl.DataFrame, setup: str, level: float, rep: int) -> pl.DataFrame:
@@ -408,13 +433,15 @@ def tier_requests(
 def point_row(
     client: pl.DataFrame,
     metrics: pl.DataFrame,
+    summary: dict[str, Any],
     setup: str,
     level: float,
     rep: int,
     steady: tuple[float, float],
 ) -> dict[str, Any]:
     """Steady-window throughput (successful requests ending in it per second), response-time
-    mean and percentiles, errors, and per-tier means of every metric."""
+    mean and percentiles, errors, per-tier means of every metric, and the load generator's
+    own CPU, timer lag and bottleneck verdict."""
     a, b = steady
     done = client.filter((pl.col("end") >= a) & (pl.col("end") < b))
     ok = done.filter(pl.col("status") == "ok")
@@ -445,52 +472,30 @@ def point_row(
                 else r["sum"]
             )
             row[f"{r['tier']}.{r['metric']}"] = float(value)
+    row["client.cpu_cores"] = _nan(summary.get("client_cpu"))
+    row["client.lag_p99_s"] = _nan((summary.get("lag") or {}).get("p99"))
+    row["client.bottleneck"] = (
+        1.0
+        if summary.get("client_bottleneck")
+        else 0.5
+        if summary.get("client_near_bottleneck")
+        else 0.0
+    )
     return row
 
 
-def utilisation_summary(points: list[dict[str, Any]], busy: float = 0.85) -> list[dict[str, Any]]:
-    """Per setup: the peak throughput, each tier's CPU utilisation (of its quota) at the highest
-    level, and the tier that was busiest there when it exceeds ``busy`` — the plain summary the
-    run prints; ``tierscope analyze`` does the full bottleneck analysis."""
-    out = []
-    for setup in dict.fromkeys(p["setup"] for p in points):
-        rows = [p for p in points if p["setup"] == setup]
-        peak = max(rows, key=lambda p: p["throughput"])
-        top = max(rows, key=lambda p: p["level"])
-        util = {t: top[f"{t}.cpu_util"] for t in ("web", "app", "db") if f"{t}.cpu_util" in top}
-        busiest = max(util, key=lambda t: util[t]) if util else None
-        out.append(
-            {
-                "setup": setup,
-                "peak_level": peak["level"],
-                "peak_throughput": peak["throughput"],
-                "top_level": top["level"],
-                "cpu_util_at_top_level": util,
-                "bottleneck_tier": busiest if busiest and util[busiest] >= busy else None,
-            }
-        )
-    return out
+def _nan(x: Any) -> float:
+    return math.nan if x is None else float(x)
 
 
-def client_warnings(
-    point: dict[str, Any], spec: ExperimentSpec, setup: str, level: float
-) -> list[str]:
-    """Say when the load generator itself was (nearly) the bottleneck at this level."""
-    out = []
-    cpu = point.get("client.cpu_cores", 0.0)
-    lag = point.get("client.lag_s", 0.0)
-    if cpu > spec.client.max_cpu:
-        out.append(
-            f"setup {setup}, level {level:g}: the load generator used {cpu:.2f} cores "
-            f"(limit {spec.client.max_cpu:g}); the client may be the bottleneck"
-        )
-    if lag > spec.client.max_lag_s:
-        out.append(
-            f"setup {setup}, level {level:g}: the load generator's timers lagged "
-            f"{lag * 1e3:.1f} ms on average (limit {spec.client.max_lag_s * 1e3:g} ms); "
-            "requests left late"
-        )
-    return out
+def client_warnings(summary: dict[str, Any], setup: str, level: float) -> list[str]:
+    """Say when the load generator itself was, or came close to being, the bottleneck (the
+    load generator's own verdict and reasons, so every command says the same)."""
+    if not summary.get("client_near_bottleneck"):
+        return []
+    what = "was the bottleneck" if summary.get("client_bottleneck") else "came close to the limit"
+    why = "; ".join(summary.get("client_bottleneck_why") or [])
+    return [f"setup {setup}, level {level:g}: the load generator {what}: {why}"]
 
 
 def run_experiment(

@@ -1,1 +1,2 @@
-"""Rendering of results: terminal tables now, the HTML report later."""
+"""Rendering of results: rich terminal tables (:mod:`.terminal`) and the self-contained HTML
+report (:mod:`.html`)."""

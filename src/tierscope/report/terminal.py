@@ -112,7 +112,7 @@ def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 def run_summary(doc: dict[str, Any]) -> RenderableType:
-    """What a sweep measured: one row per level, then where each setup saturated."""
+    """What a sweep measured: one row per level, and the warnings about the load generator."""
     parts: list[RenderableType] = []
     table = Table(title="steady-state points", title_justify="left")
     cols = ("setup", "level", "X [1/s]", "mean R [s]", "p95 [s]", "errors")
@@ -131,17 +131,6 @@ def run_summary(doc: dict[str, Any]) -> RenderableType:
             fmt(p.get("client.cpu_cores"), 2),
         )
     parts.append(table)
-    for u in doc.get("utilisation", []):
-        util = ", ".join(f"{t} {_percent(v)}" for t, v in u["cpu_util_at_top_level"].items())
-        line = (
-            f"setup {u['setup']}: peak {fmt(u['peak_throughput'], 4)} req/s at level "
-            f"{fmt(u['peak_level'])}; CPU of quota at level {fmt(u['top_level'])}: {util}. "
-        )
-        if u["bottleneck_tier"]:
-            line += f"Bottleneck: the {u['bottleneck_tier']} tier (CPU)."
-            parts.append(Text(line, style="bold green"))
-        else:
-            parts.append(Text(line + "No tier reached its CPU quota.", style="bold yellow"))
     for w in doc.get("warnings", []):
         parts.append(Text(f"warning: {w}", style="yellow"))
     parts.append(Text(f"run folder: {doc.get('run_dir')} ({doc.get('status')})", style="dim"))
@@ -150,3 +139,107 @@ def run_summary(doc: dict[str, Any]) -> RenderableType:
 
 def _percent(v: Any) -> str:
     return "—" if v is None else f"{100 * float(v):.0f}%"
+
+
+def _lv(v: Any) -> str:
+    return "—" if v is None else f"{v:g}"
+
+
+def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
+    """Where the run saturates, what limits it, which metrics warn, which episodes hurt.
+
+    Reads an analysis document (PRODUCT.md §4.5); the runner's ``run`` and ``demo`` print it
+    after a sweep.
+    """
+    parts: list[RenderableType] = []
+    if title:
+        parts.append(Text(title, style="bold"))
+    by_level = {(b["setup"], b["level"]): b for b in doc.get("bottlenecks", [])}
+    for s in doc.get("saturation", []):
+        t = Table(
+            title=f"setup {s['setup']}: peak {fmt(s['peak_throughput'], 4)}/s at level "
+            f"{_lv(s['peak_level'])}; saturated from {_lv(s['first_server_level'])}, knee "
+            f"{_lv(s['knee_level'])}"
+            + (f", SLO met up to {_lv(s['slo_level'])}" if s.get("slo_level") is not None else ""),
+            title_justify="left",
+        )
+        for col in ("level", "throughput [1/s]", "rt mean [s]", "label", "bottleneck"):
+            t.add_column(col, justify="right" if col != "bottleneck" else "left")
+        for c in s["curve"]:
+            b = by_level.get((s["setup"], c["level"]))
+            t.add_row(
+                _lv(c["level"]),
+                fmt(c["throughput"], 4),
+                fmt(c["rt_mean"], 3),
+                c["label"],
+                _bottleneck_cell(b),
+            )
+        parts.append(t)
+        parts.append(
+            Text(
+                f"  Th_0.95 = {fmt(s['th95'], 4)}, Th_limit = {fmt(s['th_limit'], 4)} "
+                f"(M = {s['margin']:.1%}, {s['margin_source']})",
+                style="dim",
+            )
+        )
+    if not doc.get("saturation"):
+        for b in doc.get("bottlenecks", []):
+            parts.append(Text(f"setup {b['setup']} level {_lv(b['level'])}: {_bottleneck_cell(b)}"))
+    good = [i for i in doc.get("indicators", []) if i["category"] == "reliable"]
+    if good:
+        parts.append(
+            Text("reliable indicators: " + ", ".join(i["metric"] for i in good[:8]), style="green")
+        )
+    bad = [i for i in doc.get("indicators", []) if i["category"] == "misleading"]
+    if bad:
+        parts.append(
+            Text("misleading metrics: " + ", ".join(i["metric"] for i in bad[:8]), style="yellow")
+        )
+    episodes = doc.get("episodes", [])
+    if episodes:
+        t = Table(title=f"{len(episodes)} episodes", title_justify="left")
+        for col in ("start [s]", "duration [s]", "tier", "resource", "kind", "root", "VLRT"):
+            t.add_column(
+                col, justify="left" if col in ("tier", "resource", "kind", "root") else "right"
+            )
+        for e in episodes[:12]:
+            t.add_row(
+                f"{e['start']:.2f}",
+                f"{e['duration']:.2f}",
+                e["tier"],
+                e["resource"],
+                e["kind"],
+                e["root_tier"],
+                str(e["vlrt_requests"]),
+            )
+        if len(episodes) > 12:
+            t.caption = f"… and {len(episodes) - 12} more (tierscope analyze --json)"
+        parts.append(t)
+    else:
+        parts.append(Text("no millibottleneck or saturation episodes", style="dim"))
+    v = doc.get("vlrt") or {}
+    if v.get("count"):
+        parts.append(
+            Text(
+                f"{v['count']} requests took >= {v['threshold_s']:g} s; "
+                f"{v['explained_fraction']:.0%} overlap an episode"
+            )
+        )
+    parts += [Text(f"note: {n}", style="yellow") for n in doc.get("notes", [])]
+    return Group(*parts)
+
+
+def _bottleneck_cell(b: dict[str, Any] | None) -> str:
+    if b is None:
+        return "—"
+    p = b.get("primary")
+    if b["kind"] == "none" or p is None:
+        return "none"
+    where = (
+        f"{p['tier']}/{p['resource']}"
+        if p["node"] == p["tier"]
+        else (f"{p['tier']}/{p['resource']} ({p['node']})")
+    )
+    return f"{where} {b['primary_fraction']:.0%}" + (
+        "" if b["kind"] == "single" else f" [{b['kind']}]"
+    )

@@ -235,15 +235,6 @@ class FaultSpec(BaseModel):
         return out
 
 
-class ClientSpec(BaseModel):
-    """When the load generator counts as (nearly) the bottleneck."""
-
-    model_config = _STRICT
-
-    max_cpu: PositiveFloat = Field(0.8, description="generator cores above which it is suspect")
-    max_lag_s: PositiveFloat = Field(0.005, description="p99 timer lag above which it is suspect")
-
-
 class ExperimentSpec(BaseModel):
     model_config = _STRICT
 
@@ -254,7 +245,6 @@ class ExperimentSpec(BaseModel):
     phases: PhasesSpec = Field(default_factory=PhasesSpec)  # type: ignore[arg-type]
     monitor: MonitorSpec = Field(default_factory=MonitorSpec)  # type: ignore[arg-type]
     faults: list[FaultSpec] = Field(default_factory=list)
-    client: ClientSpec = Field(default_factory=ClientSpec)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
     def _faults_fit_topology(self) -> ExperimentSpec:

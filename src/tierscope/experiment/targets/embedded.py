@@ -27,7 +27,7 @@ from tierscope.spec.experiment import SystemSpec, TierSpec
 DEFAULTS: dict[str, dict[str, Any]] = {
     "web": {"workers": 256, "cpu_cost": {"default": 0.0}},
     "app": {"workers": 16, "db_pool": 8, "cpu_cost": {"default": 0.001, "static": 0.0}},
-    "db": {"workers": 64, "cpu_cost": {"default": 0.0015}, "io_cost": {"default": 0}},
+    "db": {"workers": 64, "cpu_cost": {"default": 0.0025}, "io_cost": {"default": 0}},
 }
 WORKLOAD_FILE = Path(__file__).resolve().parents[1] / "embedded" / "workload.yaml"
 

@@ -156,6 +156,10 @@ class PgActivity:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.prev: tuple[float, float, float, float] | None = None
 
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
     def __call__(self) -> dict[str, float]:
         row = self.conn.execute(
             "SELECT (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
@@ -269,7 +273,8 @@ def start_webstack(
     dsn, pg = start_postgres(workdir, supervisor, db_cg, db_spec)
     seed_postgres(dsn, seed=system.seed)
     db = Node("db", "db-1", 1, db_cg, db_spec.cpu, pgids=[pg.pid])
-    db.extra_metrics = PgActivity(dsn)
+    activity = PgActivity(dsn)
+    db.extra_metrics = activity
     nodes.append(db)
 
     app_spec = system.tier("app")
@@ -340,7 +345,7 @@ def start_webstack(
         nodes=nodes,
         entry_urls=[f"http://127.0.0.1:{port}"],
         workload=load_yaml(WORKLOAD_FILE),
-        stop=supervisor.stop_all,
+        stop=lambda: (activity.close(), supervisor.stop_all()),
         facts={"nginx": f"127.0.0.1:{port}", "postgres": dsn, "app": app_endpoints},
     )
 

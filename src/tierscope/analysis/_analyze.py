@@ -1,0 +1,283 @@
+"""The whole analysis of one run: the sections of PRODUCT.md §4.5 put together.
+
+Design decision: every section reads the same steady windows (from ``points.parquet``, else
+from the setup/level/rep columns of the metrics or requests) and the same tier order, computed
+once here; the sections never read each other's internals, only the saturation labels flow on
+to the bottleneck and indicator sections.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import polars as pl
+
+from tierscope.analysis import bottleneck, indicators, millibottlenecks, saturation
+from tierscope.analysis._windows import in_steady_windows
+from tierscope.errors import InputError
+from tierscope.spec.analysis import AnalysisDocument, AnalysisOptions
+
+CLIENT = "client"
+#: Tier names in their usual front-to-back order, used when the run does not tell.
+KNOWN_ORDER = (
+    "client", "lb", "proxy", "haproxy", "web", "nginx", "apache", "frontend", "gateway",
+    "app", "api", "service", "worker", "broker", "kafka", "stream", "spark", "cache",
+    "middleware", "db", "database", "postgres", "mysql", "storage", "cassandra", "disk", "host",
+)  # fmt: skip
+
+
+class RunLike(Protocol):
+    """What the analysis needs of a run (``tierscope.store.Run`` has it)."""
+
+    info: dict[str, Any]
+    metrics: pl.DataFrame | None
+    requests: pl.DataFrame | None
+    events: pl.DataFrame | None
+    points: pl.DataFrame | None
+
+
+def _nonempty(frame: pl.DataFrame | None) -> pl.DataFrame | None:
+    return frame if frame is not None and frame.height > 0 else None
+
+
+def steady_windows(run: RunLike) -> pl.DataFrame:
+    """One row per (setup, level, rep) with its steady window [t_start, t_end).
+
+    From ``points`` when it has the windows; else the span of each (setup, level, rep) of the
+    metrics, else of the requests (imported data), with setup ``s0`` and rep 0 when absent.
+    """
+    schema = {
+        "setup": pl.String,
+        "level": pl.Float64,
+        "rep": pl.Int64,
+        "t_start": pl.Float64,
+        "t_end": pl.Float64,
+    }
+    points = _nonempty(run.points)
+    if points is not None and {"t_start", "t_end"} <= set(points.columns):
+        win = points.filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_not_null())
+        if win.height:
+            return (
+                _with_defaults(win)
+                .select(*(pl.col(c).cast(t) for c, t in schema.items()))
+                .sort("t_start")
+            )
+    for frame, t0, t1 in ((run.metrics, "t", "t"), (run.requests, "start", "end")):
+        frame = _nonempty(frame)
+        if frame is None:
+            continue
+        frame = _with_defaults(frame)
+        spans = (
+            frame.group_by("setup", "level", "rep")
+            .agg(pl.col(t0).min().alias("t_start"), pl.col(t1).max().alias("t_end"))
+            .filter(pl.col("t_start").is_not_null())
+        )
+        if t0 == "t":  # a sample describes the interval after it
+            spans = spans.with_columns(pl.col("t_end") + _interval(frame))
+        return spans.select(*(pl.col(c).cast(t) for c, t in schema.items())).sort("t_start")
+    return pl.DataFrame(schema=schema)
+
+
+def _with_defaults(frame: pl.DataFrame) -> pl.DataFrame:
+    cols = []
+    if "setup" not in frame.columns:
+        cols.append(pl.lit("s0", pl.String).alias("setup"))
+    if "level" not in frame.columns:
+        cols.append(pl.lit(None, pl.Float64).alias("level"))
+    if "rep" not in frame.columns:
+        cols.append(pl.lit(0, pl.Int64).alias("rep"))
+    frame = frame.with_columns(cols) if cols else frame
+    return frame.with_columns(
+        pl.col("setup").fill_null("s0"), pl.col("rep").fill_null(0).cast(pl.Int64)
+    )
+
+
+def _interval(metrics: pl.DataFrame) -> float:
+    t = metrics.select(pl.col("t").unique().sort()).to_series()
+    if t.len() < 2:
+        return 0.0
+    return float(t.diff().drop_nulls().median() or 0.0)
+
+
+def tier_order(run: RunLike) -> list[str]:
+    """Tiers front to back: the spec's ``system.tiers`` order, else the order in which a
+    request's records start, else :data:`KNOWN_ORDER`; ``client`` first, ``host`` last."""
+    seen: set[str] = set()
+    for frame in (run.metrics, run.requests):
+        if _nonempty(frame) is not None and "tier" in frame.columns:
+            seen |= {str(t) for t in frame["tier"].unique().drop_nulls().to_list()}
+    spec_tiers = ((run.info.get("spec") or {}).get("system") or {}).get("tiers")
+    rank: dict[str, float] = {}
+    if isinstance(spec_tiers, dict):
+        rank = {str(t): float(i) for i, t in enumerate(spec_tiers)}
+    elif _nonempty(run.requests) is not None:
+        sample = (
+            run.requests.head(200_000)
+            .filter(pl.col("tier") != CLIENT)
+            .select("request_id", "tier", "start")
+            .with_columns(pl.col("start").rank("ordinal").over("request_id").alias("r"))
+            .group_by("tier")
+            .agg(pl.col("r").mean())
+        )
+        rank = {str(t): float(r) for t, r in sample.iter_rows()}
+    known = {t: i for i, t in enumerate(KNOWN_ORDER)}
+
+    def key(t: str) -> tuple[int, float, float, str]:
+        head = 0 if t == CLIENT else 2 if t == "host" else 1
+        base = t.split("-")[0]
+        return (head, rank.get(t, math.inf), known.get(base, len(known)), t)
+
+    return sorted(seen, key=key)
+
+
+def _slo_satisfaction(
+    requests: pl.DataFrame | None, windows: pl.DataFrame, tiers: list[str], slo_s: float
+) -> dict[tuple[str, float], float]:
+    if requests is None or windows.height == 0:
+        return {}
+    front = CLIENT if CLIENT in tiers else (tiers[0] if tiers else None)
+    front_requests = requests.filter(pl.col("tier") == front).select("start", "end")
+    sat = (
+        in_steady_windows(front_requests, windows, time="start")
+        .filter(pl.col("end") <= pl.col("t_end"))
+        .group_by("_setup", "_level")
+        .agg(((pl.col("end") - pl.col("start")) <= slo_s).mean().alias("ok"))
+        .collect()
+    )
+    return {(str(s), float(lv)): float(ok) for s, lv, ok in sat.iter_rows() if lv is not None}
+
+
+def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, Any]:
+    """The analysis document of ``run`` (PRODUCT.md §4.5, validated by AnalysisDocument)."""
+    options = options or AnalysisOptions()
+    metrics = _nonempty(run.metrics)
+    requests = _nonempty(run.requests)
+    points = _nonempty(run.points)
+    if metrics is None and requests is None and points is None:
+        raise InputError(
+            "run",
+            str(getattr(run, "path", "run")),
+            "a run with metrics, requests or points (it is empty)",
+        )
+    windows = steady_windows(run)
+    tiers = tier_order(run)
+    notes: list[str] = []
+
+    slo_sat = (
+        _slo_satisfaction(requests, windows, tiers, options.slo_s)
+        if options.slo_s is not None
+        else {}
+    )
+    sat = saturation.analyze_saturation(
+        points, options, spec=run.info.get("spec"), slo_satisfaction=slo_sat
+    )
+    few = sorted(
+        set(points["setup"].unique().to_list()) - {s["setup"] for s in sat}
+        if points is not None and "setup" in points.columns
+        else []
+    )
+    if few:
+        notes.append(
+            f"setups with fewer than {saturation.MIN_LEVELS} load levels have no saturation "
+            "analysis: " + ", ".join(few)
+        )
+    labels = {(s["setup"], c["level"]): c["label"] for s in sat for c in s["curve"]}
+
+    level_keys = sorted(
+        {
+            (str(s), None if lv is None else float(lv))
+            for s, lv in windows.select("setup", "level").iter_rows()
+        },
+        key=lambda k: (k[0], -math.inf if k[1] is None else k[1]),
+    )
+    if metrics is not None and windows.height:
+        states = bottleneck.window_states(metrics, windows, options)
+        growing = bottleneck.queue_growth(metrics, windows)
+    else:
+        states, growing = pl.DataFrame(), {}
+    bottlenecks = bottleneck.analyze_bottlenecks(
+        states, options, labels=labels, levels=level_keys, growing=growing
+    )
+    if metrics is None:
+        notes.append("no metrics: bottleneck resources are not judged")
+    client_levels = [b for b in bottlenecks if b["kind"] == "client"]
+    if client_levels:
+        notes.append(
+            "the load generator limited throughput at "
+            + ", ".join(
+                f"{b['setup']}@{b['level']:g}" for b in client_levels if b["level"] is not None
+            )
+        )
+
+    if points is not None:
+        levels = indicators.metric_levels(metrics, points, windows)
+        indicator_list, sets = indicators.analyze_indicators(levels, sat, options)
+    else:
+        indicator_list, sets = [], []
+
+    episodes, loads, vlrt = _episodes(run, requests, metrics, tiers, options)
+    if requests is None and metrics is not None:
+        notes.append("no request records: episodes are resource-saturation episodes from metrics")
+
+    doc = {
+        "saturation": sat,
+        "bottlenecks": bottlenecks,
+        "indicators": indicator_list,
+        "episodes": episodes,
+        "vlrt": vlrt,
+        "indicator_sets": sets,
+        "tier_loads": loads,
+        "tiers": tiers,
+        "notes": notes,
+        "options": options.model_dump(mode="json"),
+        "run": {
+            "status": run.info.get("status"),
+            "kind": run.info.get("kind"),
+            "name": ((run.info.get("spec") or {}).get("name")),
+        },
+    }
+    return AnalysisDocument.model_validate(doc).model_dump(mode="json", by_alias=True)
+
+
+def _episodes(
+    run: RunLike,
+    requests: pl.DataFrame | None,
+    metrics: pl.DataFrame | None,
+    tiers: list[str],
+    options: AnalysisOptions,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    loads: list[dict[str, Any]] = []
+    vlrt_tier = None
+    count = explained = 0
+    if requests is not None:
+        tl = millibottlenecks.timeline(requests, options.mb_window_s)
+        episodes, loads = (
+            millibottlenecks.detect_episodes(tl, tiers, options) if tl is not None else ([], [])
+        )
+        millibottlenecks.cross_check(episodes, metrics, options)
+    elif metrics is not None:
+        episodes = millibottlenecks.metric_episodes(metrics, options)
+    else:
+        episodes = []
+    millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s)
+    millibottlenecks.place(episodes, millibottlenecks.spans_of(run.events, run.points))
+    if requests is not None:
+        present = set(requests["tier"].unique().to_list())
+        vlrt_tier = CLIENT if CLIENT in present else next((t for t in tiers if t in present), None)
+        front = requests.filter(pl.col("tier") == vlrt_tier)
+        count, explained = millibottlenecks.vlrt_links(
+            front["start"].to_numpy(), front["end"].to_numpy(), episodes, options.vlrt_s
+        )
+    else:
+        for ep in episodes:
+            ep["vlrt_requests"] = 0
+    episodes.sort(key=lambda e: (e["start"], tiers.index(e["tier"]) if e["tier"] in tiers else 0))
+    vlrt = {
+        "threshold_s": options.vlrt_s,
+        "count": count,
+        "explained": explained,
+        "explained_fraction": explained / count if count else None,
+        "tier": vlrt_tier,
+    }
+    return episodes, loads, vlrt

@@ -1,0 +1,241 @@
+"""Synthetic runs with planted ground truth, for tests, benchmarks and examples (in the spirit
+of ruptures' ``datasets``): request records of a chain of tiers with injected stalls, metric
+series with planted saturation patterns, and indicator curves of the thesis's shapes.
+
+Design decision: every generator is seeded, vectorised and independent of the analysis code;
+the truth it plants (stall times, saturated windows, pattern shapes) is returned beside the
+data, so tests compare the analysis with it rather than with the analysis's own earlier output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+__all__ = [
+    "PATTERNS",
+    "Stall",
+    "chain_requests",
+    "indicator_curve",
+    "saturation_series",
+    "sweep_labels",
+]
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Tier ``tier`` does no work during [start, start + duration)."""
+
+    tier: str
+    start: float
+    duration: float
+
+
+def _fcfs(arrivals: np.ndarray, service: np.ndarray, stalls: Sequence[Stall]) -> np.ndarray:
+    """Departures of a single-server FCFS queue (arrivals sorted), stalls as phantom jobs.
+
+    D_i = max(A_i, D_{i-1}) + S_i unrolled: D = C + cummax(A - C_prev) with C the cumulative
+    service; a stall is a job of length ``duration`` arriving at its start, so the server
+    finishes the job in hand, then stops.
+    """
+    if stalls:
+        a = np.concatenate((arrivals, [s.start for s in stalls]))
+        s = np.concatenate((service, [s.duration for s in stalls]))
+        real = np.concatenate((np.ones(arrivals.size, bool), np.zeros(len(stalls), bool)))
+        order = np.argsort(a, kind="stable")
+        a, s, real = a[order], s[order], real[order]
+    else:
+        a, s, real = arrivals, service, None
+    c = np.cumsum(s)
+    d = c + np.maximum.accumulate(a - (c - s))
+    if real is None:
+        return d
+    out = np.empty(arrivals.size)
+    out[order[real]] = d[real]
+    return out
+
+
+def chain_requests(
+    n: int,
+    rate: float,
+    service: Mapping[str, float],
+    *,
+    stalls: Sequence[Stall] = (),
+    nested: bool = True,
+    seed: int = 0,
+    setup: str = "s0",
+    level: float | None = None,
+) -> pl.DataFrame:
+    """``n`` requests arriving as a Poisson stream of ``rate`` per second through single-server
+    FCFS tiers in the order of ``service`` (mean exponential service times [s]).
+
+    Records (store format): one per request per tier plus ``client`` (end to end). ``nested``:
+    a tier's record lasts until the request has left every tier behind it (as when a tier
+    waits for its downstream call); otherwise it is the visit alone (as the simulator writes).
+    """
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0 / rate, n))
+    tiers = list(service)
+    arrive = {}
+    leave = {}
+    a = t
+    for tier in tiers:
+        own = [s for s in stalls if s.tier == tier]
+        d = _fcfs(a, rng.exponential(service[tier], n), own)
+        arrive[tier], leave[tier] = a, d
+        order = np.argsort(d, kind="stable")  # the next tier sees departures in time order
+        a_next = np.empty(n)
+        a_next[order] = np.maximum.accumulate(d[order])
+        a = a_next
+    last = leave[tiers[-1]]
+    eps = 1e-6
+    ids = np.arange(n).astype(str)
+    frames = []
+    for k, tier in enumerate(tiers):
+        end = last + (len(tiers) - 1 - k) * eps if nested else leave[tier]
+        frames.append(
+            pl.DataFrame({"tier": tier, "request_id": ids, "start": arrive[tier], "end": end})
+        )
+    frames.append(
+        pl.DataFrame(
+            {"tier": "client", "request_id": ids, "start": t - eps, "end": last + len(tiers) * eps}
+        )
+    )
+    return pl.concat(frames).with_columns(
+        pl.lit(setup).alias("setup"),
+        pl.lit(level, pl.Float64).alias("level"),
+        pl.lit(0, pl.Int64).alias("rep"),
+        pl.lit("req").alias("interaction"),
+        pl.lit("ok").alias("status"),
+    )
+
+
+def saturation_series(
+    fractions: Mapping[str, float],
+    windows: int,
+    *,
+    mode: str = "independent",
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Binary saturation series per resource with the given fractions of saturated windows.
+
+    ``independent``: each resource saturates in a random subset of windows, independently;
+    ``alternating``: the resources take turns (never two at once; fractions must sum to <= 1);
+    ``together``: all saturate in the same windows (the largest fraction's subset, nested).
+    """
+    rng = np.random.default_rng(seed)
+    names = list(fractions)
+    out = {}
+    if mode == "independent":
+        for name in names:
+            b = np.zeros(windows, bool)
+            b[rng.choice(windows, round(fractions[name] * windows), replace=False)] = True
+            out[name] = b
+    elif mode == "alternating":
+        if sum(fractions.values()) > 1 + 1e-9:
+            raise ValueError("alternating fractions must sum to at most 1")
+        owner = np.full(windows, -1)
+        # turns of random length (1-4 windows), assigned round-robin, then trimmed to fractions
+        pos = 0
+        turn = 0
+        while pos < windows:
+            length = int(rng.integers(1, 5))
+            owner[pos : pos + length] = turn % (len(names) + 1) - 1
+            pos += length
+            turn += 1
+        for i, name in enumerate(names):
+            idx = np.flatnonzero(owner == i)
+            want = round(fractions[name] * windows)
+            b = np.zeros(windows, bool)
+            b[idx[:want]] = True
+            out[name] = b
+    elif mode == "together":
+        order = rng.permutation(windows)
+        for name in names:
+            b = np.zeros(windows, bool)
+            b[order[: round(fractions[name] * windows)]] = True
+            out[name] = b
+    else:
+        raise ValueError(f"unknown mode {mode!r}")
+    return out
+
+
+#: The sub-patterns the thesis draws for each category (seed 000, Figs 3.8-3.12).
+PATTERNS: dict[str, tuple[str, ...]] = {
+    "reliable": (
+        "constant-step-constant",
+        "constant-linear",
+        "linear-constant",
+        "constant-constant-linear",
+    ),
+    "partially reliable": ("linear-linear", "constant-constant-decrease", "linear-periodic"),
+    "not reliable": ("constant", "linear", "periodic", "spikes-same-values"),
+    "misleading": ("early-step", "late-step", "early-bend"),
+}
+
+
+def sweep_labels(levels: int, first_gray: int, first_server: int) -> list[str]:
+    """client / gray / server labels of a sweep with the shift at the given level indices."""
+    return [
+        "client" if i < first_gray else "gray" if i < first_server else "server"
+        for i in range(levels)
+    ]
+
+
+def indicator_curve(
+    pattern: str,
+    levels: int,
+    first_gray: int,
+    first_server: int,
+    *,
+    noise: float = 0.02,
+    seed: int = 0,
+) -> np.ndarray:
+    """A metric's mean per level following one of the thesis's sub-patterns (:data:`PATTERNS`)
+    for a sweep whose bottleneck shifts at ``first_gray``/``first_server``; values span about
+    [0, 1] plus Gaussian noise of ``noise`` (relative to that span)."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(levels, dtype=float)
+    g, s = float(first_gray), float(first_server)
+    up = 1.0 if rng.random() < 0.5 else -1.0
+    amp = rng.uniform(0.5, 1.0)
+    if pattern == "constant-step-constant":  # V, ramp through the gray zone, W
+        y = np.clip((i - (g - 1)) / max(s - g + 1, 1.0), 0, 1) * amp * up
+    elif pattern == "constant-linear":
+        y = np.maximum(i - (s - 1), 0) / max(levels - s, 1) * amp * up
+    elif pattern == "linear-constant":
+        y = np.minimum(i, s) / s * amp * up
+    elif pattern == "constant-constant-linear":
+        y = 0.3 * (i >= max(2.0, g - 3)) + np.maximum(i - (s - 1), 0) / max(levels - s, 1)
+        y = y * amp * up
+    elif pattern == "linear-linear":  # rises, then falls back over the same values
+        y = np.where(i < s, i / s, 1 - (i - s) / max(levels - s, 1) * rng.uniform(0.7, 1.0))
+        y = y * amp * up
+    elif pattern == "constant-constant-decrease":
+        y = 0.6 * (i >= max(2.0, g - 3)) - np.maximum(i - (s - 1), 0) / max(levels - s, 1) * 0.9
+        y = y * amp
+    elif pattern == "linear-periodic":
+        y = np.where(i < s, i / s, 1 + 0.6 * (-1.0) ** i) * amp
+    elif pattern == "constant":
+        y = np.zeros(levels)
+    elif pattern == "linear":
+        y = i / (levels - 1) * amp * up
+    elif pattern == "periodic":
+        y = 0.5 * (-1.0) ** i * amp
+    elif pattern == "spikes-same-values":  # constant, then spikes whose troughs stay at V
+        y = np.where((i >= s) & (i % 2 == 0), amp, 0.0)
+    elif pattern == "early-step":
+        at = rng.integers(1, max(2, int(g) - 2))
+        y = (i >= at) * amp * up
+    elif pattern == "late-step":
+        at = rng.integers(min(int(s) + 3, levels - 2), levels - 1)
+        y = (i >= at) * amp * up
+    elif pattern == "early-bend":  # constant, then linear from well before the gray zone
+        at = rng.integers(1, max(2, int(g) - 2))
+        y = np.maximum(i - at, 0) / (levels - at) * amp * up
+    else:
+        raise ValueError(f"unknown pattern {pattern!r}")
+    return y + rng.normal(0.0, noise, levels)

@@ -1,0 +1,527 @@
+"""Millibottlenecks: sub-second saturations found in 50 ms windows, their root tier, and the very
+long requests they explain (seed 003; seed 001 ch. IV; Wang et al., ICDCS 2013).
+
+Method, per tier (the ``client`` tier is the end-to-end view and is not a tier here):
+
+1. From the request records, in windows of ``mb_window_s``: the time-average and maximum number
+   of requests in the tier (an exact event sweep: +1 at ``start``, -1 at ``end``, a departure
+   before an arrival at the same instant), the throughput (completions per second) and the
+   point-in-time response time (mean, max and p99 of the requests completing in the window,
+   i.e. with floor(end / width) = k; times rounded to the nearest µs; the p99 is the smallest
+   value at or above the 99th percentile, numpy's method "higher"). The sweep is native code.
+2. Saturation load q* from the (queue, throughput) scatter: windows sorted by queue into
+   equal-count bins; the capacity C is the largest bin mean throughput and q* the mean queue of
+   the first bin reaching 95 % of it. Beyond q* more requests in the tier bring no more
+   throughput: a window with mean queue > q* is a bottleneck window.
+3. Episodes: maximal runs of bottleneck windows (gaps up to ``merge_gap_s`` bridged). A run is
+   kept when it delays requests: the largest point-in-time mean response time of the tier
+   while it lasts (and two windows after) reaches both ``rt_factor`` times and ``min_delay_s``
+   more than the tier's typical response time (10th percentile of its window means); random
+   queueing at moderate load never gets there. The episode spans the windows around the peak
+   whose excess queue (over q*) is at least ``core_fraction`` of the peak's, and starts when
+   the queue began its rise (the first arrival or departure after the last moment before the
+   peak at which the exact queue was no longer than its median of the second before).
+   Shorter than ``millibottleneck_max_s``: ``millibottleneck``, else ``saturation``.
+4. Cross-check: the tier's resource metrics in the same interval; the resource saturated in most
+   of it (``resources.SIGNALS``) names the episode's resource, else ``queue``.
+5. Root tier (push-back): overlapping episodes of one kind form an incident; the tier
+   whose queue rose first is the root, ties (onsets within one window, or a tenth of the
+   incident's shortest episode) going to the deepest tier (with
+   nested records an upstream tier's count includes the requests it waits for downstream, so
+   it rises at the same time as the culprit; with per-visit records the culprit rises first
+   and the others follow).
+6. VLRT requests (end-to-end response time >= ``vlrt_s``) are explained by the episodes whose
+   interval they overlap.
+
+Without request records, episodes are maximal runs of resource-saturated metric samples (score
+>= 1, see ``resources``), gaps up to ``merge_gap_s`` (or three sampling intervals) bridged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tierscope import _native
+from tierscope.analysis.resources import resource_scores
+from tierscope.spec.analysis import AnalysisOptions
+
+__all__ = [
+    "TierWindows",
+    "Timeline",
+    "assign_roots",
+    "cross_check",
+    "detect_episodes",
+    "metric_episodes",
+    "place",
+    "saturation_load",
+    "spans_of",
+    "tier_windows",
+    "timeline",
+    "vlrt_links",
+]
+
+CLIENT = "client"
+#: Fraction of the capacity that marks the first saturated queue bin.
+_CAPACITY_FRACTION = 0.95
+_MIN_BIN = 20
+_MAX_BINS = 40
+
+
+@dataclass(frozen=True)
+class TierWindows:
+    """Per-window series of one tier on the grid t0 + k x width, k = 0..n-1."""
+
+    tier: str
+    q_mean: np.ndarray
+    q_max: np.ndarray
+    completions: np.ndarray
+    rt_mean: np.ndarray
+    rt_max: np.ndarray
+    rt_p99: np.ndarray
+    starts: np.ndarray  # sorted arrival times, on the run's time base
+    ends: np.ndarray  # sorted departure times (inf: never left)
+
+    def queue_at(self, t: float) -> int:
+        """Requests in the tier just after time ``t``."""
+        return int(
+            np.searchsorted(self.starts, t, side="right")
+            - np.searchsorted(self.ends, t, side="right")
+        )
+
+    def rise_start(self, level: float, t_from: float, t_to: float) -> float:
+        """Where the rise to a peak at ``t_to`` began: the first event after the last one in
+        (t_from, t_to] that left at most ``level`` requests in the tier (t_from if none did)."""
+        a = np.searchsorted(self.starts, t_from, side="right")
+        b = np.searchsorted(self.starts, t_to, side="right")
+        c = np.searchsorted(self.ends, t_from, side="right")
+        d = np.searchsorted(self.ends, t_to, side="right")
+        times = np.concatenate((self.ends[c:d], self.starts[a:b]))
+        steps = np.concatenate((-np.ones(d - c), np.ones(b - a)))
+        order = np.argsort(times, kind="stable")  # departures first at equal times
+        q = self.queue_at(t_from) + np.cumsum(steps[order])
+        low = np.flatnonzero(q <= level)
+        if not low.size:
+            return t_from
+        rise = min(int(low[-1]) + 1, q.size - 1)  # the first event of the climb
+        return float(times[order][rise])
+
+    def throughput(self, width: float) -> np.ndarray:
+        return self.completions / width
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Windows of every tier on one grid."""
+
+    t0: float
+    width: float
+    n: int
+    tiers: dict[str, TierWindows]
+
+    def times(self) -> np.ndarray:
+        return self.t0 + self.width * np.arange(self.n)
+
+
+def tier_windows(
+    tier: str, start: np.ndarray, end: np.ndarray, t0: float, width: float, n: int
+) -> TierWindows:
+    """Queue, throughput and point-in-time response time of one tier's requests.
+
+    ``start``/``end`` are request times on the run's time base; a request is in the tier on
+    [start, end) and one without an end (NaN) stays to the end of the grid. numpy sorts the
+    arrival times, the departure times and the response-time keys (window << 40 | µs, made by
+    ``_native.rt_keys``); the native core (``_native.window_sweep``) makes one pass over them.
+    """
+    rel_start = np.ascontiguousarray(np.asarray(start, dtype=np.float64) - t0)
+    rel_end = np.ascontiguousarray(np.asarray(end, dtype=np.float64) - t0)
+    s = np.sort(rel_start)
+    e = np.sort(rel_end)  # NaN (never left) sorts last: it becomes +inf
+    if e.size and np.isnan(e[-1]):
+        e[np.isnan(e)] = np.inf
+    keys = np.frombuffer(_native.rt_keys(rel_start, rel_end, float(width), int(n)), np.uint64)
+    keys = np.sort(keys)
+    parts = _native.window_sweep(s, e, keys, float(width), int(n))
+    q_mean, q_max, completions, rt_mean, rt_max, rt_p99 = (
+        np.frombuffer(p, dtype=np.float64) for p in parts
+    )
+    return TierWindows(tier, q_mean, q_max, completions, rt_mean, rt_max, rt_p99, s + t0, e + t0)
+
+
+def timeline(requests: pl.DataFrame, width: float) -> Timeline | None:
+    """Windows of every tier of ``requests`` (``tier``, ``start``, ``end``), or None if empty."""
+    if requests is None or requests.height == 0:
+        return None
+    req = requests.select("tier", pl.col("start").cast(pl.Float64), pl.col("end").cast(pl.Float64))
+    bounds = req.select(pl.col("start").min().alias("a"), pl.col("end").max().alias("b"))
+    a, b = bounds.row(0)
+    if a is None:
+        return None
+    t0 = float(np.floor(a / width) * width)
+    last = max(float(b if b is not None else a), float(a))
+    n = int(np.floor((last - t0) / width)) + 1
+    tiers = {}
+    for tier in sorted(req["tier"].unique().drop_nulls().to_list()):
+        frame = req.filter(pl.col("tier") == tier)
+        tiers[str(tier)] = tier_windows(
+            str(tier), frame["start"].to_numpy(), frame["end"].to_numpy(), t0, width, n
+        )
+    return Timeline(t0, width, n, tiers)
+
+
+def saturation_load(q_mean: np.ndarray, throughput: np.ndarray) -> tuple[float, float] | None:
+    """(q*, capacity) from the (queue, throughput) scatter of a tier's windows.
+
+    Windows with any activity are sorted by queue into equal-count bins of at least 20; the
+    capacity is the largest bin mean throughput and q* the mean queue of the first bin whose
+    mean throughput reaches 95 % of it. None with fewer than 60 active windows.
+    """
+    active = (q_mean > 0) | (throughput > 0)
+    q, x = q_mean[active], throughput[active]
+    if q.size < 3 * _MIN_BIN:
+        return None
+    order = np.argsort(q, kind="stable")
+    n_bins = min(_MAX_BINS, q.size // _MIN_BIN)
+    bins = np.array_split(order, n_bins)
+    qb = np.array([q[b].mean() for b in bins])
+    xb = np.array([x[b].mean() for b in bins])
+    capacity = float(xb.max())
+    if capacity <= 0:
+        return None
+    first = int(np.flatnonzero(xb >= _CAPACITY_FRACTION * capacity)[0])
+    return float(qb[first]), capacity
+
+
+def _runs(flags: np.ndarray, bridge: int) -> list[tuple[int, int]]:
+    """Maximal runs [a, b] (inclusive) of True, gaps of at most ``bridge`` False bridged."""
+    idx = np.flatnonzero(flags)
+    if idx.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(idx) > bridge + 1)
+    starts = np.concatenate(([idx[0]], idx[cut + 1]))
+    ends = np.concatenate((idx[cut], [idx[-1]]))
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def detect_episodes(
+    tl: Timeline, tiers: Sequence[str], options: AnalysisOptions
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(episodes, tier loads) from a timeline; episodes lack root tier and cross-checks yet."""
+    w = tl.width
+    bridge = round(options.merge_gap_s / w)
+    episodes: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    for tier in tiers:
+        if tier not in tl.tiers or tier == CLIENT:
+            continue
+        tw = tl.tiers[tier]
+        x = tw.throughput(w)
+        found = saturation_load(tw.q_mean, x)
+        if found is None:
+            loads.append(
+                {
+                    "tier": tier,
+                    "saturation_load": None,
+                    "capacity": None,
+                    "windows": tl.n,
+                    "bottleneck_windows": 0,
+                }
+            )
+            continue
+        q_star, cap = found
+        flags = tw.q_mean > q_star
+        loads.append(
+            {
+                "tier": tier,
+                "saturation_load": q_star,
+                "capacity": cap,
+                "windows": tl.n,
+                "bottleneck_windows": int(flags.sum()),
+            }
+        )
+        typical = _typical_rt(tw.rt_mean)
+        for a, b in _runs(flags, bridge):
+            seg = tw.q_mean[a : b + 1]
+            peak = a + int(np.argmax(seg))
+            excess = tw.q_mean[peak] - q_star
+            # delay: the slowest point-in-time response time while the run lasts and as its
+            # requests leave (two more windows), against the tier's typical response time
+            late = tw.rt_mean[a : min(b + 3, tl.n)]
+            slowest = float(np.nanmax(late)) if np.isfinite(late).any() else (b - a + 1) * w
+            if slowest < max(typical + options.min_delay_s, options.rt_factor * typical):
+                continue
+            floor = q_star + options.core_fraction * excess
+            lo = peak
+            while lo > a and tw.q_mean[lo - 1] >= floor:
+                lo -= 1
+            hi = peak
+            while hi < b and tw.q_mean[hi + 1] >= floor:
+                hi += 1
+            start = _onset(tw, lo, peak, tl.t0, w)
+            end = tl.t0 + (hi + 1) * w
+            episodes.append(
+                {
+                    "tier": tier,
+                    "node": None,
+                    "resource": "queue",
+                    "start": start,
+                    "end": end,
+                    "duration": end - start,
+                    "kind": _kind(end - start, options),
+                    "source": "requests",
+                    "peak_queue": float(tw.q_max[lo : hi + 1].max()),
+                    "saturation_load": q_star,
+                    "backlog_s": float(excess / cap),
+                    "delay_s": slowest - typical,
+                    "resource_confirmed": None,
+                }
+            )
+    return episodes, loads
+
+
+def _onset(tw: TierWindows, lo: int, peak: int, t0: float, w: float) -> float:
+    """When the queue began to rise: the first event after the last moment before the peak at
+    which it was no longer than its median of the second before (from the exact event sweep),
+    at most one second before the first episode window."""
+    first = t0 + lo * w
+    before = round(1.0 / w)
+    base = float(np.median(tw.q_mean[max(0, lo - before) : lo])) if lo > 0 else 0.0
+    peak_t = t0 + (peak + 1) * w
+    return min(first, tw.rise_start(base, max(t0, first - 1.0), peak_t))
+
+
+def _typical_rt(rt_mean: np.ndarray) -> float:
+    """The tier's unloaded response time: the 10th percentile of its window means."""
+    done = rt_mean[np.isfinite(rt_mean)]
+    return float(np.percentile(done, 10)) if done.size else 0.0
+
+
+def _kind(duration: float, options: AnalysisOptions) -> str:
+    return "millibottleneck" if duration < options.millibottleneck_max_s else "saturation"
+
+
+def metric_episodes(metrics: pl.DataFrame, options: AnalysisOptions) -> list[dict[str, Any]]:
+    """Episodes from resource metrics alone: runs of saturated samples per (tier, node, resource).
+
+    A sample at time t describes [t, t + dt) with dt the series' median sampling interval;
+    a run ends at an unsaturated sample or at a gap longer than max(merge_gap_s, 3 dt); runs
+    separated by at most ``merge_gap_s`` of unsaturated samples are merged.
+    """
+    samples = resource_scores(metrics, options)
+    out = []
+    for (tier, node, resource), frame in samples.group_by(
+        "tier", "node", "resource", maintain_order=True
+    ):
+        if tier == CLIENT:
+            continue
+        t = frame["t"].to_numpy()
+        sat = frame["score"].to_numpy() >= 1.0 - 1e-12
+        if not sat.any():
+            continue
+        dt = float(np.median(np.diff(t))) if t.size > 1 else options.mb_window_s
+        gap_break = max(options.merge_gap_s, 3 * dt)
+        runs: list[list[float]] = []  # [first saturated t, last saturated t]
+        interrupted = False  # an unsaturated sample since the run's last saturated one
+        for ti, si in zip(t.tolist(), sat.tolist(), strict=True):
+            if not si:
+                interrupted = True
+                continue
+            if runs:
+                idle = ti - runs[-1][1] - dt  # unsaturated time since the run's last sample
+                limit = options.merge_gap_s if interrupted else gap_break - dt
+                if idle <= limit + 1e-9:
+                    runs[-1][1] = ti
+                    interrupted = False
+                    continue
+            runs.append([ti, ti])
+            interrupted = False
+        for a, b in runs:
+            start, end = a, b + dt
+            out.append(
+                {
+                    "tier": str(tier),
+                    "node": str(node),
+                    "resource": str(resource),
+                    "start": float(start),
+                    "end": float(end),
+                    "duration": float(end - start),
+                    "kind": _kind(end - start, options),
+                    "source": "metrics",
+                    "peak_queue": None,
+                    "saturation_load": None,
+                    "backlog_s": None,
+                    "delay_s": None,
+                    "resource_confirmed": True,
+                }
+            )
+    return out
+
+
+def cross_check(
+    episodes: list[dict[str, Any]], metrics: pl.DataFrame | None, options: AnalysisOptions
+) -> None:
+    """Name each request episode's resource from the tier's resource metrics in its interval."""
+    if not episodes or metrics is None or metrics.height == 0:
+        return
+    samples = resource_scores(metrics, options)
+    if samples.height == 0:
+        return
+    by_tier = {str(k[0]): f for k, f in samples.partition_by("tier", as_dict=True).items()}
+    for ep in episodes:
+        frame = by_tier.get(ep["tier"])
+        if frame is None:
+            continue
+        inside = frame.filter((pl.col("t") >= ep["start"]) & (pl.col("t") < ep["end"]))
+        if inside.height == 0:
+            ep["resource_confirmed"] = False
+            continue
+        frac = (
+            inside.group_by("node", "resource")
+            .agg((pl.col("score") >= 1.0 - 1e-12).mean().alias("f"))
+            .sort("f", "node", "resource", descending=[True, False, False])
+        )
+        node, resource, f = frac.row(0)
+        if f >= 0.5:
+            ep["resource"], ep["node"], ep["resource_confirmed"] = str(resource), str(node), True
+        else:
+            ep["resource_confirmed"] = False
+
+
+def assign_roots(episodes: list[dict[str, Any]], tiers: Sequence[str], tie_s: float) -> None:
+    """Group overlapping episodes of the same kind into incidents and name each one's root.
+
+    Kinds are kept apart so that a sub-second stall inside a long saturation of another tier
+    is its own incident (it has its own cause) rather than a part of the saturation.
+    """
+    depth = {t: i for i, t in enumerate(tiers)}
+    order = sorted(
+        range(len(episodes)),
+        key=lambda i: (episodes[i]["kind"], episodes[i]["start"], episodes[i]["end"]),
+    )
+    members: list[list[int]] = []
+    reach = -np.inf
+    kind = None
+    for i in order:
+        ep = episodes[i]
+        if ep["kind"] != kind or ep["start"] > reach + 1e-9:
+            members.append([])
+            reach, kind = ep["end"], ep["kind"]
+        else:
+            reach = max(reach, ep["end"])
+        members[-1].append(i)
+    members.sort(key=lambda g: min(episodes[i]["start"] for i in g))
+    for incident, group in enumerate(members):
+        first = min(episodes[i]["start"] for i in group)
+        # onsets of a slow rise are known less precisely: ties within a tenth of the
+        # incident's shortest episode too
+        tie = max(tie_s, 0.1 * min(episodes[i]["duration"] for i in group))
+        early = [i for i in group if episodes[i]["start"] <= first + tie + 1e-9]
+        root = max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))
+        onset: list[str] = []
+        by_onset = sorted(
+            group, key=lambda i: (episodes[i]["start"], -depth.get(episodes[i]["tier"], -1))
+        )
+        for i in by_onset:
+            if episodes[i]["tier"] not in onset:
+                onset.append(episodes[i]["tier"])
+        for i in group:
+            episodes[i]["incident"] = incident
+            episodes[i]["root_tier"] = episodes[root]["tier"]
+            episodes[i]["onset_order"] = onset
+
+
+def vlrt_links(
+    start: np.ndarray, end: np.ndarray, episodes: list[dict[str, Any]], threshold: float
+) -> tuple[int, int]:
+    """(VLRT count, explained count); sets ``vlrt_requests`` on every episode.
+
+    A request with end - start >= ``threshold`` is explained by an episode whose interval
+    [a, b) its lifetime [start, end] overlaps (start < b and end > a).
+    """
+    s = np.asarray(start, dtype=float)
+    e = np.asarray(end, dtype=float)
+    keep = np.isfinite(s) & np.isfinite(e) & (e - s >= threshold)
+    s, e = s[keep], e[keep]
+    for ep in episodes:
+        ep["vlrt_requests"] = 0
+    if s.size == 0:
+        return 0, 0
+    ss, es = np.sort(s), np.sort(e)
+    for ep in episodes:
+        ep["vlrt_requests"] = int(
+            np.searchsorted(ss, ep["end"], side="left")
+            - np.searchsorted(es, ep["start"], side="right")
+        )
+    if not episodes:
+        return int(s.size), 0
+    iv = sorted((ep["start"], ep["end"]) for ep in episodes)
+    merged: list[list[float]] = []
+    for a, b in iv:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    ms = np.array([m[0] for m in merged])
+    me = np.array([m[1] for m in merged])
+    # the last merged interval starting before the request ends must end after it starts
+    j = np.searchsorted(ms, e, side="left") - 1
+    explained = (j >= 0) & (me[np.maximum(j, 0)] > s)
+    return int(s.size), int(explained.sum())
+
+
+def spans_of(
+    events: pl.DataFrame | None, points: pl.DataFrame | None
+) -> list[tuple[float, float, str, float | None, int | None]]:
+    """(t_start, t_end, setup, level, rep) spans to place episodes in: the phases of
+    ``events``, else the steady windows of ``points``."""
+    spans: list[tuple[float, float, str, float | None, int | None]] = []
+    if events is not None and events.height and "kind" in events.columns:
+        for t0, t1, detail in (
+            events.filter(pl.col("kind") == "phase")
+            .select("t_start", "t_end", "detail")
+            .iter_rows()
+        ):
+            try:
+                d = json.loads(detail or "{}")
+            except (TypeError, ValueError):
+                continue
+            if not isinstance(d, dict) or t0 is None or t1 is None:
+                continue
+            level = d.get("level")
+            rep = d.get("rep")
+            spans.append(
+                (
+                    float(t0),
+                    float(t1),
+                    str(d.get("setup", "s0")),
+                    None if level is None else float(level),
+                    None if rep is None else int(rep),
+                )
+            )
+    if not spans and points is not None and points.height and "t_start" in points.columns:
+        for setup, level, rep, t0, t1 in points.select(
+            "setup", "level", "rep", "t_start", "t_end"
+        ).iter_rows():
+            if t0 is not None and t1 is not None:
+                spans.append((float(t0), float(t1), str(setup), level, rep))
+    return sorted(spans)
+
+
+def place(
+    episodes: list[dict[str, Any]],
+    spans: Sequence[tuple[float, float, str, float | None, int | None]],
+) -> None:
+    """Set setup/level/rep of each episode from the span containing its start (else None)."""
+    starts = np.array([s[0] for s in spans])
+    for ep in episodes:
+        ep["setup"] = ep["level"] = ep["rep"] = None
+        if not spans:
+            continue
+        j = int(np.searchsorted(starts, ep["start"], side="right")) - 1
+        if j >= 0 and ep["start"] < spans[j][1]:
+            _, _, ep["setup"], ep["level"], ep["rep"] = spans[j]

@@ -1,0 +1,180 @@
+"""Millibottlenecks against injected ground truth: stalls in a simulated twin and in synthetic
+chains of tiers (nested and per-visit records), exact window statistics against brute force,
+VLRT links, and the real cgroup data imported as metrics only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.analysis.cgroup_data import data_dir, write_metrics_csv
+from tierscope.analysis import analyze
+from tierscope.analysis.datasets import Stall, chain_requests
+from tierscope.analysis.millibottlenecks import tier_windows, vlrt_links
+from tierscope.spec import load_model
+from tierscope.spec.analysis import AnalysisOptions
+from tierscope.store import Run, import_csv, read_run, record_simulated_sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+TWIN = ROOT / "examples" / "models" / "millibottleneck-twin.yaml"
+
+
+def test_window_statistics_match_brute_force() -> None:
+    rng = np.random.default_rng(5)
+    start = rng.uniform(0, 2, 300)
+    end = start + rng.exponential(0.05, 300)
+    width, n = 0.05, 60
+    tw = tier_windows("x", start, end, 0.0, width, n)
+    fine = np.linspace(0, n * width, 600_001)[:-1] + 0.5 * n * width / 600_000
+    q = ((start[None, :] <= fine[:, None]) & (end[None, :] > fine[:, None])).sum(axis=1)
+    np.testing.assert_allclose(tw.q_mean, q.reshape(n, -1).mean(axis=1), atol=2e-3)
+    for k in range(n):
+        a, b = k * width, (k + 1) * width
+        inside = [(s, e) for s, e in zip(start, end, strict=True) if s < b and e > a]
+        present_at_a = sum(1 for s, e in zip(start, end, strict=True) if s <= a < e)
+        events = sorted({a, *(s for s, _ in inside if s >= a)})
+        expected_max = (
+            max(sum(1 for s, e in zip(start, end, strict=True) if s <= t < e) for t in events)
+            if events
+            else present_at_a
+        )
+        assert tw.q_max[k] == expected_max
+        rts = np.array([e - s for s, e in zip(start, end, strict=True) if a <= e < b])
+        assert tw.completions[k] == rts.size
+        if rts.size:
+            assert tw.rt_mean[k] == pytest.approx(rts.mean(), abs=1e-6)
+            assert tw.rt_max[k] == pytest.approx(rts.max(), abs=1e-6)
+            assert tw.rt_p99[k] == pytest.approx(np.percentile(rts, 99, method="higher"), abs=1e-6)
+
+
+def twin_run(tmp_path: Path, *, stalls: bool) -> tuple[dict, pl.DataFrame]:
+    model = load_model(TWIN)
+    if not stalls:
+        model = model.model_copy(
+            update={"simulation": model.simulation.model_copy(update={"perturbations": []})}
+        )
+    record_simulated_sweep(
+        {"s0": model}, tmp_path / "twin", levels=[100, 200], steady=40, ramp_up=2
+    )
+    run = read_run(tmp_path / "twin")
+    return analyze(run), run.events.filter(pl.col("kind") == "stall")
+
+
+def test_stalls_of_the_twin_are_found_with_their_start_and_root(tmp_path: Path) -> None:
+    doc, stalls = twin_run(tmp_path, stalls=True)
+    truth = stalls["t_start"].to_list()
+    assert len(truth) == 16
+    found = started = rooted = 0
+    for t in truth:
+        hits = [e for e in doc["episodes"] if e["start"] < t + 0.3 and e["end"] > t]
+        if not hits:
+            continue
+        found += 1
+        first = min(hits, key=lambda e: e["start"])
+        started += abs(first["start"] - t) <= 0.1
+        rooted += first["root_tier"] == "app"
+    assert found / len(truth) >= 0.9
+    assert started / len(truth) >= 0.9
+    assert rooted / len(truth) >= 0.9
+    assert all(e["kind"] == "millibottleneck" for e in doc["episodes"])
+    # every episode explains a stall: none is invented
+    assert all(any(e["start"] < t + 0.3 and e["end"] > t for t in truth) for e in doc["episodes"])
+
+
+def test_clean_unsaturated_twin_has_no_episodes(tmp_path: Path) -> None:
+    doc, stalls = twin_run(tmp_path, stalls=False)
+    assert stalls.height == 0
+    assert doc["episodes"] == []
+
+
+SERVICE = {"web": 0.0008, "app": 0.0012, "db": 0.001}
+
+
+@pytest.mark.parametrize("nested", [True, False], ids=["nested", "per-visit"])
+@pytest.mark.parametrize("culprit", ["app", "db", "web"])
+def test_root_tier_of_chain_stalls(culprit: str, nested: bool) -> None:
+    truth = [Stall(culprit, float(t), 0.25) for t in range(5, 60, 5)]
+    req = chain_requests(30_000, 450.0, SERVICE, stalls=truth, nested=nested, seed=11)
+    from tierscope.analysis.millibottlenecks import assign_roots, detect_episodes, timeline
+
+    tiers = ["client", "web", "app", "db"]
+    opts = AnalysisOptions()
+    episodes, _ = detect_episodes(timeline(req, 0.05), tiers, opts)
+    assign_roots(episodes, tiers, 0.05)
+    right = 0
+    for stall in truth:
+        hits = [e for e in episodes if e["start"] < stall.start + 0.25 and e["end"] > stall.start]
+        if hits and abs(min(e["start"] for e in hits) - stall.start) <= 0.1:
+            right += hits[0]["root_tier"] == culprit
+    assert right >= 0.9 * len(truth)
+
+
+def test_vlrt_requests_are_linked_to_the_episodes_that_explain_them() -> None:
+    truth = [Stall("db", float(t), 1.5) for t in (10, 25, 40)]
+    req = chain_requests(25_000, 500.0, SERVICE, stalls=truth, seed=3)
+    # one very slow request far from any stall: it must stay unexplained
+    lonely = pl.DataFrame(
+        {
+            "tier": ["client"],
+            "request_id": ["lonely"],
+            "start": [31.0],
+            "end": [32.5],
+            "setup": ["s0"],
+            "level": [None],
+            "rep": [0],
+            "interaction": ["req"],
+            "status": ["ok"],
+        },
+        schema=req.schema,
+    )
+    req = pl.concat([req, lonely])
+
+    run = Run(
+        path=Path("synthetic"),
+        info={"spec": {"system": {"tiers": {"web": {}, "app": {}, "db": {}}}}},
+        metrics=None,
+        requests=req,
+        events=None,
+        points=None,
+    )
+    doc = analyze(run, AnalysisOptions(vlrt_s=1.0))
+    v = doc["vlrt"]
+    front = req.filter(pl.col("tier") == "client")
+    slow = front.filter(pl.col("end") - pl.col("start") >= 1.0)
+    assert v["count"] == slow.height and v["count"] > 100
+    assert v["explained"] == v["count"] - 1
+    assert sum(e["vlrt_requests"] for e in doc["episodes"] if e["tier"] == "db") >= v["explained"]
+    assert {e["root_tier"] for e in doc["episodes"]} == {"db"}
+    assert all(e["kind"] == "saturation" for e in doc["episodes"] if e["tier"] == "db")
+
+
+def test_vlrt_links_overlap_rule() -> None:
+    episodes = [{"start": 1.0, "end": 2.0}, {"start": 5.0, "end": 6.0}]
+    start = np.array([0.0, 1.9, 2.5, 4.0, 7.0])
+    end = np.array([1.5, 3.5, 3.6, 4.5, 8.5])
+    count, explained = vlrt_links(start, end, episodes, 1.0)
+    assert (count, explained) == (4, 2)  # 0.5 s is not VLRT; [2.5, 3.6] and [7, 8.5] miss
+    assert [e["vlrt_requests"] for e in episodes] == [2, 0]
+
+
+@pytest.mark.skipif(data_dir() is None, reason="../shared/validation/cgroup-50ms not present")
+def test_real_cgroup_data_gives_one_saturation_episode_per_pinned_container(
+    tmp_path: Path,
+) -> None:
+    names = ["container-a", "container-b", "container-c", "container-d"]
+    spans = write_metrics_csv(tmp_path / "metrics.csv", names)
+    import_csv(tmp_path / "run", metrics=tmp_path / "metrics.csv")
+    run = read_run(tmp_path / "run")
+    doc = analyze(run)
+    origin = min(float(t) for t in pl.read_csv(tmp_path / "metrics.csv")["ts"].to_list())
+    assert len(doc["episodes"]) == len(names)
+    for e in doc["episodes"]:
+        first, last = spans[e["tier"]]
+        assert (e["resource"], e["kind"], e["source"]) == ("cpu", "saturation", "metrics")
+        # the episode covers the throttled stretch, to within two 50 ms samples
+        assert e["start"] == pytest.approx(first - origin, abs=0.1)
+        assert e["end"] == pytest.approx(last - origin, abs=0.1)
+        assert e["duration"] > 200
