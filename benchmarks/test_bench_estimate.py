@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from tests.estimate._sd_protocol import evaluate
 from tests.estimate._synthetic import D_TRUE, two_class_ps_run
+
 from tierscope.estimate import ESTIMATORS
 
 MODELS = 12

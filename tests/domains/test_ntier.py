@@ -35,7 +35,7 @@ def test_tier_facts_from_a_spec() -> None:
         }
     )
     f = tier_facts(spec)
-    assert f["app"] == TierFacts("app", 2, 1.5, 2)
+    assert f["app"] == TierFacts("app", 2, 1.5, 2, quantum=0.005)
     assert f["app"].capacity == pytest.approx(3.0)
     assert f["db"].capacity == pytest.approx(0.2)
     assert f["web"].cpu is None and f["web"].capacity == 1.0
@@ -153,3 +153,28 @@ def test_traces_account_for_every_cpu_second() -> None:
         assert used == pytest.approx(out.utilization[name] * out.simulated, rel=0.01)
     visits = np.array(out.trace.visits)
     assert np.all(visits[:, 4] >= visits[:, 3])
+
+
+@pytest.mark.parametrize(
+    ("quantum", "deterministic"), [(float("inf"), False), (1e-4, True), (0.005, False)]
+)
+def test_round_robin_agrees_with_exact_mva_where_theory_says_so(
+    quantum: float, deterministic: bool
+) -> None:
+    """FCFS (an infinite slice) with exponential demands is product form; round robin with a
+    tiny slice is processor sharing, whose mean is insensitive to the demand distribution; an
+    exponential demand is memoryless, so any slice gives the same means as well."""
+    D, Z, users = 4e-3, 0.05, 15
+    model = NTierModel(tiers=(TierModel(TierFacts("db", 1, None, 1, quantum), D),), think_time=Z)
+    exact = predict(model, [users], solver="mva")[0]
+    out = simulate_closed(
+        [SimTier("db", 1, 1.0, None, quantum=quantum)],
+        users=users,
+        think_time=Z,
+        demand_means=np.array([D]),
+        demand_samples=np.array([[D]]) if deterministic else None,
+        duration=400,
+        seed=5,
+    )
+    assert out.throughput == pytest.approx(exact.throughput, rel=0.02)
+    assert out.rt_mean == pytest.approx(exact.rt_mean, rel=0.06)

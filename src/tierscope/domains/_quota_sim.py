@@ -5,19 +5,22 @@ of q cores runs at full speed (up to one core per process) until it has used q x
 in the current 100 ms period, then it is *throttled* until the period ends. Below saturation a
 request therefore usually runs at full speed, while a processor-sharing server of speed q (the
 product-form reading of a quota) stretches every request by 1/q: measured on the embedded
-system, the product-form model overestimates the response time at 88 % of the peak four-fold.
+system, the product-form model overestimates the response time near the knee several-fold.
 Capacity is the same in both (q cores on average), so product-form solvers stay right for
 throughput bounds and this simulator is what predicts response times.
 
-Model, per tier replica: processor sharing among the requests present at total speed
-min(n, processes) cores while CPU budget is left; the budget ((cpu - background) x period) is
-refilled at every period boundary (each replica has its own random phase); background CPU (a
-tier's load that does not depend on requests) is taken from the budget. Requests go through the
-tiers in order, each spending its own CPU demand at one replica: the first tier's replicas are
-chosen round robin, the others by fewest requests present (the embedded web tier's balancing),
-except writes at a replicated last tier, which run at every replica one after the other
-(RAIDb-1). A constant ``delay`` adds what happens outside the tiers (network, client). Users
-think for an exponential (or constant) time between requests.
+Model, per tier replica: the requests present share ``cap`` cores (its processes), either in
+processor sharing or round robin with a time slice (``quantum``: Python's GIL hands the
+interpreter over every 5 ms, so a Python server behaves like first-come-first-served for
+requests shorter than that, and round robin for longer ones); while CPU budget is left. The
+budget ((cpu - background) x period) is refilled at every period boundary (each replica has its
+own random phase); background CPU (a tier's load that does not depend on requests) is taken
+from the budget. Requests go through the tiers in order, each spending its own CPU demand at
+one replica: the first tier's replicas are chosen round robin, the others by fewest requests
+present (the embedded web tier's balancing), except writes at a replicated last tier, which run
+at every replica one after the other (RAIDb-1). A constant ``delay`` adds what happens outside
+the tiers (network, client). Users think for an exponential (or constant) time between
+requests.
 
 Per-request CPU demands are drawn from ``demand_samples`` (rows of per-tier demands measured for
 real requests, so the mix and its correlations are kept) or are exponential with the tiers'
@@ -29,44 +32,124 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 _INF = math.inf
 _EPS = 1e-12
+#: Kinds of a replica's next event.
+DONE, SLICE, OUT = 0, 1, 2
 
 
-@dataclass
 class _Replica:
-    cap: float  # cores it can use at once
-    budget_per_period: float  # CPU seconds per period (inf: no quota)
-    period: float
-    phase: float
-    jobs: list = field(default_factory=list)  # heap of (tag, seq, request)
-    vclock: float = 0.0  # attained service per job since the replica last emptied
-    last: float = 0.0
-    budget: float = _INF
-    version: int = 0
-    busy: float = 0.0  # CPU seconds used (for utilisation)
+    """CPU of one replica: budgeted, ``cap`` cores, processor sharing or round robin."""
+
+    def __init__(
+        self, cap: float, budget: float, period: float, phase: float, quantum: float | None
+    ):
+        self.cap = cap
+        self.budget_per_period = budget
+        self.budget = budget
+        self.period = period
+        self.phase = phase
+        self.quantum = quantum
+        self.last = 0.0
+        self.busy = 0.0  # CPU seconds used
+        self.version = 0
+        self.next_kind = DONE  # kind of the scheduled event
+        # processor sharing: heap of (tag, seq, job) on a virtual clock
+        self.heap: list[tuple[float, int, int]] = []
+        self.vclock = 0.0
+        # round robin: queue of [job, remaining work, slice left]; the first ``cap`` run
+        self.queue: deque[list] = deque()
+        self._seq = itertools.count()
+
+    # ---- state -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.heap) if self.quantum is None else len(self.queue)
+
+    def running(self) -> int:
+        return min(len(self), int(self.cap)) if self.quantum is not None else 0
 
     def speed(self) -> float:
-        n = len(self.jobs)
+        """Cores in use now."""
+        n = len(self)
         if n == 0 or self.budget <= _EPS:
             return 0.0
-        return min(float(n), self.cap)
+        return min(float(n), self.cap) if self.quantum is None else float(self.running())
 
     def advance(self, t: float) -> None:
         dt = t - self.last
-        if dt > 0:
-            s = self.speed()
-            if s > 0:
-                self.vclock += dt * s / len(self.jobs)
-                used = dt * s
-                self.busy += used
-                if self.budget < _INF:
-                    self.budget = max(0.0, self.budget - used)
-            self.last = t
+        if dt <= 0:
+            return
+        self.last = t
+        s = self.speed()
+        if s <= 0:
+            return
+        self.busy += dt * s
+        if self.budget < _INF:
+            self.budget = max(0.0, self.budget - dt * s)
+        if self.quantum is None:
+            self.vclock += dt * s / len(self.heap)
+        else:
+            for i in range(self.running()):
+                self.queue[i][1] -= dt
+                self.queue[i][2] -= dt
+
+    # ---- jobs --------------------------------------------------------------------------------
+    def add(self, job: int, work: float) -> None:
+        if self.quantum is None:
+            if not self.heap:
+                self.vclock = 0.0
+            heapq.heappush(self.heap, (self.vclock + work, next(self._seq), job))
+        else:
+            self.queue.append([job, work, self.quantum])
+
+    def next_event(self, now: float) -> tuple[float, int]:
+        """(time, kind) of the replica's next change, (inf, DONE) if none."""
+        s = self.speed()
+        if s <= 0:
+            return _INF, DONE
+        t_out = now + self.budget / s if self.budget < _INF else _INF
+        if self.quantum is None:
+            t_job = now + (self.heap[0][0] - self.vclock) * len(self.heap) / s
+            kind = DONE
+        else:
+            t_job, kind = _INF, DONE
+            for i in range(self.running()):
+                _, rem, left = self.queue[i]
+                if rem <= left and now + rem < t_job:
+                    t_job, kind = now + rem, DONE
+                elif left < rem and now + left < t_job:
+                    t_job, kind = now + left, SLICE
+        return (t_job, kind) if t_job <= t_out else (t_out, OUT)
+
+    def fire(self, kind: int) -> int | None:
+        """Apply the event (after ``advance``); returns the job that finished, if any."""
+        if kind == OUT:
+            self.budget = 0.0
+            return None
+        if self.quantum is None:
+            tag, _, job = heapq.heappop(self.heap)
+            self.vclock = tag
+            return job
+        run = self.running()
+        for i in range(run):
+            entry = self.queue[i]
+            if entry[1] <= _EPS:
+                del self.queue[i]
+                return entry[0]
+        for i in range(run):
+            entry = self.queue[i]
+            if entry[2] <= _EPS:
+                entry[2] = self.quantum
+                if len(self.queue) > run:  # someone waits: go to the back of the queue
+                    del self.queue[i]
+                    self.queue.append(entry)
+                return None
+        return None
 
 
 @dataclass
@@ -79,6 +162,7 @@ class SimTier:
     quota: float | None  # cores per replica
     background: float = 0.0  # cores per replica used regardless of requests
     write_all: bool = False  # writes run at every replica (the replicated last tier)
+    quantum: float | None = None  # round-robin time slice (None: processor sharing)
 
 
 @dataclass
@@ -134,69 +218,52 @@ def simulate_closed(
     ``demand_samples[i, k]``: CPU seconds of the i-th sampled request at tier k (all replicas
     together); ``write_fraction[i]``: the part of its last-tier demand that is a write (run at
     every replica of a write-all tier). Without samples, demands are exponential with
-    ``demand_means``.
+    ``demand_means``. With ``trace``, every request, every stay at a replica and the CPU of
+    every replica each ``sample`` seconds are recorded.
     """
     rng = np.random.default_rng(seed)
     T = len(tiers)
     reps: list[list[_Replica]] = []
     for tier in tiers:
-        row = []
-        for _ in range(tier.replicas):
-            budget = (
-                _INF if tier.quota is None else max(tier.quota - tier.background, 1e-6) * period
-            )
-            row.append(
-                _Replica(
-                    cap=tier.cap,
-                    budget_per_period=budget,
-                    period=period,
-                    phase=float(rng.uniform(0, period)),
-                    budget=budget,
-                )
-            )
-        reps.append(row)
+        budget = _INF if tier.quota is None else max(tier.quota - tier.background, 1e-6) * period
+        reps.append(
+            [
+                _Replica(tier.cap, budget, period, float(rng.uniform(0, period)), tier.quantum)
+                for _ in range(tier.replicas)
+            ]
+        )
     events: list[tuple[float, int, int, int, int, int]] = []  # (t, seq, kind, a, b, version)
     seq = itertools.count()
-    ARRIVE, DEPART, THROTTLE, REFILL, ENTER, SAMPLE = 0, 1, 2, 3, 4, 5
-    rec = SimTrace() if trace else None
-    uid = np.zeros(users, dtype=np.int64)
-    entered = np.zeros(users)
-    next_uid = itertools.count()
-    if rec is not None:
-        heapq.heappush(events, (sample, next(seq), SAMPLE, 0, 0, 0))
-        last_busy = [[0.0] * len(row) for row in reps]
+    ARRIVE, REPLICA, REFILL, LEAVE, SAMPLE = 0, 1, 2, 3, 4
 
     def schedule(k: int, r: int, now: float) -> None:
         rep = reps[k][r]
         rep.version += 1
-        s = rep.speed()
-        if s <= 0:
-            return
-        n = len(rep.jobs)
-        t_done = now + (rep.jobs[0][0] - rep.vclock) * n / s
-        t_out = now + rep.budget / s if rep.budget < _INF else _INF
-        if t_done <= t_out:
-            heapq.heappush(events, (t_done, next(seq), DEPART, k, r, rep.version))
-        else:
-            heapq.heappush(events, (t_out, next(seq), THROTTLE, k, r, rep.version))
+        t, rep.next_kind = rep.next_event(now)
+        if t < _INF:
+            heapq.heappush(events, (t, next(seq), REPLICA, k, r, rep.version))
 
     for k, row in enumerate(reps):
         for r, rep in enumerate(row):
             if rep.budget_per_period < _INF:
                 heapq.heappush(events, (rep.phase, next(seq), REFILL, k, r, 0))
 
-    # Per request: its demands, the stage it is at, where it is, its start time.
     n_samples = 0 if demand_samples is None else demand_samples.shape[0]
     work = np.zeros((users, T))
     writes = np.zeros(users)
-    stage = np.zeros(users, dtype=np.int64)
     start = np.zeros(users)
+    entered = np.zeros(users)
+    uid = np.zeros(users, dtype=np.int64)
     pending_writes: list[list[int]] = [[] for _ in range(users)]
     rr = [0] * T
     horizon = warmup + duration
     rts: list[float] = []
-    done = 0
-    busy0 = None
+    busy0: list[list[float]] | None = None
+    rec = SimTrace() if trace else None
+    next_uid = itertools.count()
+    last_busy = [[0.0] * len(row) for row in reps]
+    if rec is not None:
+        heapq.heappush(events, (sample, next(seq), SAMPLE, 0, 0, 0))
 
     def think() -> float:
         if think_time <= 0:
@@ -213,54 +280,42 @@ def simulate_closed(
         if k == 0:
             rr[0] = (rr[0] + 1) % len(row)
             return rr[0]
-        loads = [len(rep.jobs) for rep in row]
+        loads = [len(rep) for rep in row]
         best = min(loads)
         choices = [i for i, v in enumerate(loads) if v == best]
         rr[k] = (rr[k] + 1) % len(choices)
-        return choices[rr[k] % len(choices)]
-
-    def enter(u: int, k: int, now: float) -> None:
-        # skip tiers this request does not use
-        while k < T and work[u, k] <= 0:
-            k += 1
-        stage[u] = k
-        if k == T:
-            finish(u, now)
-            return
-        tier = tiers[k]
-        if tier.write_all and len(reps[k]) > 1 and writes[u] > 0:
-            # reads at one replica, then the write at every replica in turn
-            read = work[u, k] - writes[u]
-            order = list(range(len(reps[k])))
-            pending_writes[u] = order
-            if read > _EPS:
-                join(u, k, pick(k), read, now)
-                return
-            r = pending_writes[u].pop(0)
-            join(u, k, r, writes[u], now)
-            return
-        join(u, k, pick(k), work[u, k], now)
+        return choices[rr[k]]
 
     def join(u: int, k: int, r: int, amount: float, now: float) -> None:
         entered[u] = now
         rep = reps[k][r]
         rep.advance(now)
-        if not rep.jobs:
-            rep.vclock = 0.0
-        heapq.heappush(rep.jobs, (rep.vclock + amount, next(seq), u))
+        rep.add(u, amount)
         schedule(k, r, now)
 
-    def finish(u: int, now: float) -> None:
-        if delay > 0:
-            heapq.heappush(events, (now + delay, next(seq), ENTER, u, T + 1, 0))
+    def enter(u: int, k: int, now: float) -> None:
+        while k < T and work[u, k] <= 0:  # tiers this request does not use
+            k += 1
+        if k == T:
+            if delay > 0:
+                heapq.heappush(events, (now + delay, next(seq), LEAVE, u, 0, 0))
+            else:
+                leave(u, now)
             return
-        complete(u, now)
+        if tiers[k].write_all and len(reps[k]) > 1 and writes[u] > 0:
+            # the reads at one replica, then the write at every replica in turn
+            pending_writes[u] = list(range(len(reps[k])))
+            read = work[u, k] - writes[u]
+            if read > _EPS:
+                join(u, k, pick(k), read, now)
+            else:
+                join(u, k, pending_writes[u].pop(0), writes[u], now)
+            return
+        join(u, k, pick(k), work[u, k], now)
 
-    def complete(u: int, now: float) -> None:
-        nonlocal done
+    def leave(u: int, now: float) -> None:
         if now >= warmup:
             rts.append(now - start[u])
-            done += 1
         if rec is not None:
             rec.requests.append((int(uid[u]), float(start[u]), now))
         heapq.heappush(events, (now + think(), next(seq), ARRIVE, u, 0, 0))
@@ -271,15 +326,26 @@ def simulate_closed(
         if now > horizon:
             break
         if busy0 is None and now >= warmup:
-            busy0 = [[rep.busy for rep in row] for row in reps]
-        if kind == SAMPLE:
-            assert rec is not None
-            for k, row in enumerate(reps):
-                for r, rep in enumerate(row):
+            for row in reps:
+                for rep in row:
                     rep.advance(now)
-                    rec.cpu.append((k, r, now, (rep.busy - last_busy[k][r]) / sample))
-                    last_busy[k][r] = rep.busy
-            heapq.heappush(events, (now + sample, next(seq), SAMPLE, 0, 0, 0))
+            busy0 = [[rep.busy for rep in row] for row in reps]
+        if kind == REPLICA:
+            rep = reps[a][b]
+            if version != rep.version:
+                continue
+            rep.advance(now)
+            done = rep.fire(rep.next_kind)
+            schedule(a, b, now)
+            if done is None:
+                continue
+            u = done
+            if rec is not None:
+                rec.visits.append((int(uid[u]), a, b, float(entered[u]), now))
+            if pending_writes[u]:
+                join(u, a, pending_writes[u].pop(0), writes[u], now)
+            else:
+                enter(u, a + 1, now)
         elif kind == ARRIVE:
             u = a
             start[u] = now
@@ -293,33 +359,22 @@ def simulate_closed(
                 writes[u] = 0.0
             pending_writes[u] = []
             enter(u, 0, now)
-        elif kind == ENTER:
-            complete(a, now)
+        elif kind == LEAVE:
+            leave(a, now)
         elif kind == REFILL:
             rep = reps[a][b]
             rep.advance(now)
             rep.budget = rep.budget_per_period
             heapq.heappush(events, (now + rep.period, next(seq), REFILL, a, b, 0))
             schedule(a, b, now)
-        else:
-            rep = reps[a][b]
-            if version != rep.version:
-                continue
-            rep.advance(now)
-            if kind == THROTTLE:
-                rep.budget = 0.0
-                schedule(a, b, now)
-                continue
-            tag, _, u = heapq.heappop(rep.jobs)
-            rep.vclock = tag
-            schedule(a, b, now)
-            if rec is not None:
-                rec.visits.append((int(uid[u]), a, b, float(entered[u]), now))
-            if pending_writes[u]:
-                r = pending_writes[u].pop(0)
-                join(u, a, r, writes[u], now)
-            else:
-                enter(u, a + 1, now)
+        else:  # SAMPLE
+            assert rec is not None
+            for k, row in enumerate(reps):
+                for r, rep in enumerate(row):
+                    rep.advance(now)
+                    rec.cpu.append((k, r, now, (rep.busy - last_busy[k][r]) / sample))
+                    last_busy[k][r] = rep.busy
+            heapq.heappush(events, (now + sample, next(seq), SAMPLE, 0, 0, 0))
     end = min(now, horizon)
     for row in reps:
         for rep in row:
@@ -331,7 +386,7 @@ def simulate_closed(
         util[tier.name] = (sum(rep.busy for rep in reps[k]) - before) / span
     return SimOutcome(
         users=users,
-        throughput=done / span,
+        throughput=len(rts) / span,
         response_times=np.asarray(rts),
         utilization=util,
         simulated=span,

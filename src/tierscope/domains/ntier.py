@@ -26,6 +26,9 @@ from tierscope.spec.model import Model, parse_model
 TIER_ORDER = ("web", "app", "db")
 #: Linux CFS bandwidth period the runner sets (cgroups.CFS_PERIOD_US).
 CFS_PERIOD_S = 0.1
+#: CPython's GIL switch interval: a Python server runs one thread for up to this long, so the
+#: embedded tiers serve requests round robin with this time slice.
+PYTHON_SWITCH_INTERVAL_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class TierFacts:
     replicas: int
     cpu: float | None
     processes: int
+    quantum: float | None = None  # round-robin time slice of a request (None: PS)
 
     @property
     def replica_capacity(self) -> float:
@@ -86,10 +90,11 @@ def setup_spec(info: dict[str, Any], setup: str, *, source: str) -> ExperimentSp
 def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dict[str, TierFacts]:
     """Replicas, quota and processes of each tier of ``spec``."""
     replicas = spec.system.replicas
+    quantum = PYTHON_SWITCH_INTERVAL_S if spec.system.kind == "embedded" else None
     out = {}
     for name in tiers:
         t = spec.system.tier(name)
-        out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t))
+        out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t), quantum)
     return out
 
 
@@ -339,6 +344,7 @@ def _predict_sim(
             t.facts.cpu,
             background=t.background,
             write_all=(i == len(model.tiers) - 1),
+            quantum=t.facts.quantum,
         )
         for i, t in enumerate(model.tiers)
     ]
@@ -384,6 +390,7 @@ def _predict_sim(
 
 __all__ = [
     "CFS_PERIOD_S",
+    "PYTHON_SWITCH_INTERVAL_S",
     "SOLVERS",
     "TIER_ORDER",
     "NTierModel",
