@@ -34,6 +34,7 @@ def write_sweep(
     ramp: float = 3.0,
     steady: float = 30.0,
     samples: np.ndarray | None = None,
+    write_fraction: np.ndarray | None = None,
     seed: int = 1,
 ) -> dict[str, Any]:
     """Simulate every level and write the run folder ``out``; returns the spec document."""
@@ -49,10 +50,11 @@ def write_sweep(
         "sweep": {"levels": list(levels)},
         "phases": {"ramp_up": ramp, "steady": steady, "ramp_down": 0.0},
     }
+    # processes per replica as the runner sets them (enough for the quota); Python tiers serve
+    # round robin with the GIL's 5 ms slice; writes run at every database replica
+    procs = {t: float(max(1, np.ceil(cpu.get(t) or 1))) for t in TIERS}
     tiers = [
-        SimTier(
-            t, replicas[t], 1.0 if (cpu.get(t) or 1) <= 1 else float(np.ceil(cpu[t])), cpu.get(t)
-        )
+        SimTier(t, replicas[t], procs[t], cpu.get(t), write_all=t == "db", quantum=0.005)
         for t in TIERS
     ]
     means = np.array([demands[t] for t in TIERS])
@@ -66,6 +68,7 @@ def write_sweep(
                 think_time=think,
                 demand_means=means,
                 demand_samples=samples,
+                write_fraction=write_fraction,
                 delay=delay,
                 warmup=ramp,
                 duration=steady,
@@ -90,7 +93,7 @@ def _write_level(
     tag = {"setup": "s0", "level": level, "rep": 0}
     req = pl.DataFrame(trace.requests, schema=["uid", "start", "end"], orient="row")
     vis = pl.DataFrame(
-        trace.visits, schema=["uid", "tier", "replica", "start", "end"], orient="row"
+        trace.visits, schema=["uid", "tier", "replica", "start", "end", "write"], orient="row"
     )
     rid = pl.concat_str(pl.lit(f"L{level:g}-"), pl.col("uid").cast(pl.String))
     client = req.select(
@@ -125,7 +128,10 @@ def _write_level(
             pl.lit("-"),
             (pl.col("replica") + 1).cast(pl.String),
         ).alias("node"),
+        # the database tier's query name: a write runs at every replica under the same name
+        pl.when(pl.col("write")).then(pl.lit("insert")).otherwise(pl.lit("select")).alias("detail"),
     )
+    client = client.with_columns(pl.lit(None, pl.String).alias("detail"))
     del tiers
     writer.append("requests", pl.concat([client, rows]))
     cpu = pl.DataFrame(trace.cpu, schema=["tier", "replica", "t", "cores"], orient="row")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.plan._synthetic import write_sweep
@@ -60,3 +61,35 @@ def test_doubling_the_database_quota_matches_the_changed_system(
         assert row["changed"]["throughput"] >= row["baseline"]["throughput"] * 0.98
     # where the old system saturated, the new one is far from it
     assert doc["levels"][-1]["changed"]["rt_mean"] < 0.2 * doc["levels"][-1]["baseline"]["rt_mean"]
+
+
+def test_writes_at_every_database_replica_are_found_and_predicted(tmp_path: Path) -> None:
+    """Read-write mix on two database replicas: a write runs at both. Calibration must split the
+    database demand into the single copy and the repeated writes, so that one or three
+    replicas are predicted right (writes do not spread, reads do)."""
+    rng = np.random.default_rng(9)
+    n = 4000
+    is_write = rng.random(n) < 0.25
+    samples = np.column_stack(
+        [np.full(n, 3e-4), np.full(n, 1.2e-3), np.where(is_write, 2.0e-3, 1.6e-3)]
+    )
+    wf = is_write.astype(float)
+    common = dict(
+        cpu={"web": 0.5, "app": 0.8, "db": 0.2},
+        demands={"web": 3e-4, "app": 1.2e-3, "db": 1.7e-3},
+        samples=samples,
+        write_fraction=wf,
+        steady=60.0,
+    )
+    run_dir = tmp_path / "two"
+    write_sweep(run_dir, levels=[10, 40, 80, 120, 160], topology="1/1/2", seed=3, **common)
+    model, _, _ = fit_model(read_run(run_dir))
+    db = model.tier("db")
+    assert db.write_demand == pytest.approx(0.25 * 2.0e-3, rel=0.1)
+    assert db.demand == pytest.approx(samples[:, 2].mean(), rel=0.06)
+    for replicas in (1, 3):
+        truth_dir = tmp_path / f"truth{replicas}"
+        write_sweep(truth_dir, levels=[200], topology=f"1/1/{replicas}", seed=5, **common)
+        real = measured_levels(read_run(truth_dir), "s0").row(0, named=True)
+        pred = whatif(model, [f"db.servers={replicas}"], [200], duration=200).predicted[0]
+        assert pred.throughput == pytest.approx(real["throughput"], rel=0.06), replicas

@@ -169,13 +169,13 @@ class SimTier:
 class SimTrace:
     """What a traced simulation recorded (times from the start of the simulation).
 
-    ``requests``: (request, start, end); ``visits``: (request, tier, replica, start, end), one
-    per stay at a replica; ``cpu``: (tier, replica, t, cores) — the cores used over the
-    ``sample`` seconds up to t.
+    ``requests``: (request, start, end); ``visits``: (request, tier, replica, start, end,
+    write), one per stay at a replica (``write``: a write run at every replica); ``cpu``:
+    (tier, replica, t, cores) — the cores used over the ``sample`` seconds up to t.
     """
 
     requests: list[tuple[int, float, float]] = field(default_factory=list)
-    visits: list[tuple[int, int, int, float, float]] = field(default_factory=list)
+    visits: list[tuple[int, int, int, float, float, bool]] = field(default_factory=list)
     cpu: list[tuple[int, int, float, float]] = field(default_factory=list)
 
 
@@ -255,6 +255,7 @@ def simulate_closed(
     entered = np.zeros(users)
     uid = np.zeros(users, dtype=np.int64)
     pending_writes: list[list[int]] = [[] for _ in range(users)]
+    writing = np.zeros(users, dtype=bool)
     rr = [0] * T
     horizon = warmup + duration
     rts: list[float] = []
@@ -286,8 +287,9 @@ def simulate_closed(
         rr[k] = (rr[k] + 1) % len(choices)
         return choices[rr[k]]
 
-    def join(u: int, k: int, r: int, amount: float, now: float) -> None:
+    def join(u: int, k: int, r: int, amount: float, now: float, write: bool = False) -> None:
         entered[u] = now
+        writing[u] = write
         rep = reps[k][r]
         rep.advance(now)
         rep.add(u, amount)
@@ -309,7 +311,7 @@ def simulate_closed(
             if read > _EPS:
                 join(u, k, pick(k), read, now)
             else:
-                join(u, k, pending_writes[u].pop(0), writes[u], now)
+                join(u, k, pending_writes[u].pop(0), writes[u], now, write=True)
             return
         join(u, k, pick(k), work[u, k], now)
 
@@ -341,9 +343,9 @@ def simulate_closed(
                 continue
             u = done
             if rec is not None:
-                rec.visits.append((int(uid[u]), a, b, float(entered[u]), now))
+                rec.visits.append((int(uid[u]), a, b, float(entered[u]), now, bool(writing[u])))
             if pending_writes[u]:
-                join(u, a, pending_writes[u].pop(0), writes[u], now)
+                join(u, a, pending_writes[u].pop(0), writes[u], now, write=True)
             else:
                 enter(u, a + 1, now)
         elif kind == ARRIVE:

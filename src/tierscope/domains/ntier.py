@@ -101,16 +101,23 @@ def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dic
 # ---- the calibrated model ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class TierModel:
-    """A tier with its measured demand: CPU seconds per request at the tier (all replicas),
-    and the background cores each replica uses whatever the load."""
+    """A tier with its measured demand: CPU seconds per request at the tier, counting a write
+    that every replica runs once (``write_demand`` of it is such a write), and the background
+    cores each replica uses whatever the load."""
 
     facts: TierFacts
     demand: float
     background: float = 0.0
+    write_demand: float = 0.0
 
     @property
     def name(self) -> str:
         return self.facts.name
+
+    @property
+    def total_demand(self) -> float:
+        """CPU seconds per request over all replicas (each runs the writes)."""
+        return self.demand + (self.facts.replicas - 1) * self.write_demand
 
     @property
     def capacity(self) -> float:
@@ -119,7 +126,7 @@ class TierModel:
 
     @property
     def max_throughput(self) -> float:
-        return self.capacity / self.demand if self.demand > 0 else math.inf
+        return self.capacity / self.total_demand if self.total_demand > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -185,7 +192,7 @@ class NTierModel:
                     "rates": replica_rates(t),
                 }
             )
-            demands[t.name] = float(t.demand)
+            demands[t.name] = float(t.total_demand)
         if self.delay > 0:
             stations.append({"name": "outside", "type": "delay"})
             demands["outside"] = float(self.delay)
@@ -316,7 +323,7 @@ def _predict_mva(model: NTierModel, users: int) -> Prediction:
     util = {}
     for t in model.tiers:
         k = sol.station(t.name)
-        util[t.name] = float(X * t.demand / t.capacity) if k is not None else 0.0
+        util[t.name] = float(X * t.total_demand / t.capacity) if k is not None else 0.0
     return Prediction(
         users=users,
         method="exact-mva" if sol.method == "exact" else sol.method,

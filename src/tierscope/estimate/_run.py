@@ -178,14 +178,17 @@ def _steady(client: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
 
 
 def exclusive_segments(requests: pl.DataFrame, tiers: tuple[str, ...]) -> pl.DataFrame:
-    """Segments (station, node, request, start, end) of each tier's records, with the time the
-    same request spent in the next tier cut out."""
+    """Segments (station, node, request, start, end, write) of each tier's records, with the
+    time the same request spent in the next tier cut out. ``write`` marks the last tier's
+    records that ran at every one of its replicas (the same query of the same request on each:
+    a write of a write-all replicated tier); it is never set with one replica."""
     parts = []
     for i, tier in enumerate(tiers):
-        rows = requests.filter(pl.col("tier") == tier).select(
-            pl.col("request_id").alias("request"), "node", "start", "end"
-        )
-        rows = rows.with_row_index("visit")
+        rows = requests.filter(pl.col("tier") == tier)
+        detail = pl.col("detail") if "detail" in rows.columns else pl.lit(None, pl.String)
+        rows = rows.select(
+            pl.col("request_id").alias("request"), "node", "start", "end", detail.alias("detail")
+        ).with_row_index("visit")
         if i + 1 < len(tiers):
             holes = (
                 requests.filter(pl.col("tier") == tiers[i + 1])
@@ -206,12 +209,17 @@ def exclusive_segments(requests: pl.DataFrame, tiers: tuple[str, ...]) -> pl.Dat
                 pl.concat_list(pl.col("h_start").fill_null([]), pl.col("end")).alias("e"),
             )
             rows = rows.select("request", "node", "s", "e").explode("s", "e")
-            rows = rows.rename({"s": "start", "e": "end"})
+            rows = rows.rename({"s": "start", "e": "end"}).with_columns(
+                pl.lit(False).alias("write")
+            )
         else:
-            rows = rows.select("request", "node", "start", "end")
+            replicas = rows["node"].n_unique()
+            copies = pl.col("node").n_unique().over("request", "detail")
+            write = (copies == replicas) & pl.col("detail").is_not_null() & (replicas > 1)
+            rows = rows.select("request", "node", "start", "end", write.alias("write"))
         parts.append(
             rows.with_columns(pl.lit(tier).alias("station")).select(
-                "station", pl.col("node").fill_null(tier), "request", "start", "end"
+                "station", pl.col("node").fill_null(tier), "request", "start", "end", "write"
             )
         )
     out = pl.concat(parts)

@@ -40,7 +40,7 @@ class CI(Estimator):
         per_request, cls = request_demand_matrix(data.records, data.stations, data.classes)
         self._matrix = (per_request, cls)
         self.request_demands_ = pl.DataFrame(
-            {"cls": np.asarray(data.classes)[cls]}
+            {"request": data.records.requests["request"], "cls": np.asarray(data.classes)[cls]}
             | {st: per_request[:, k] for k, st in enumerate(data.stations)}
         )
         return class_means(per_request, cls, len(data.classes))

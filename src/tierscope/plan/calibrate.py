@@ -146,16 +146,45 @@ def build_model(
                 f"({ci_mean[k]:.3g} s) disagree; the records' demand is used, no background"
             )
             demand[k], background[k] = ci_mean[k], 0.0
-    scale = np.where(ci_mean > 0, demand / np.where(ci_mean > 0, ci_mean, 1), 0.0)
+    # A replicated last tier runs every write at each replica: split its demand into the
+    # single copy a request needs and the write part each replica repeats.
+    last = len(obs.stations) - 1
+    m = facts[obs.stations[last]].replicas
+    write_total = _write_demand(obs, ci.request_demands_["request"])
+    copy = samples[:, last] - write_total * (m - 1) / m
+    single_mean = float(copy.mean())
+    demand_single = demand.copy()
+    if ci_mean[last] > 0:
+        demand_single[last] = demand[last] * single_mean / ci_mean[last]
+    write_fraction = np.divide(write_total / m, copy, out=np.zeros_like(copy), where=copy > 0)
+    samples[:, last] = copy
+    mean_now = samples.mean(axis=0)
+    scale = np.where(mean_now > 0, demand_single / np.where(mean_now > 0, mean_now, 1), 0.0)
     samples = samples * scale[None, :]
+    write_demand = float((write_fraction * samples[:, last]).mean())
+    if m == 1 and spec.workload.get("mix") == "read-write":
+        notes.append(
+            f"one {obs.stations[last]} replica: its writes cannot be told from its reads, so "
+            "a prediction with more replicas assumes every query runs at one replica only"
+        )
     tiers = tuple(
-        TierModel(facts[st], float(demand[k]), float(background[k]) / facts[st].replicas)
+        TierModel(
+            facts[st],
+            float(demand_single[k]),
+            float(background[k]) / facts[st].replicas,
+            write_demand if k == last else 0.0,
+        )
         for k, st in enumerate(obs.stations)
     )
     levels = measured_levels(run, setup)
     think, think_note = _think_time(levels, tiers)
     notes.append(think_note)
-    model = NTierModel(tiers=tiers, think_time=think, demand_samples=samples)
+    model = NTierModel(
+        tiers=tiers,
+        think_time=think,
+        demand_samples=samples,
+        write_fraction=write_fraction if write_demand > 0 else None,
+    )
     estimates = {
         "demand_ubr": {st: float(ubr.demands_[k, 0]) for k, st in enumerate(obs.stations)},
         "background_ubr": {st: float(ubr.background_[k]) for k, st in enumerate(obs.stations)},
@@ -165,6 +194,24 @@ def build_model(
         "unit": "cpu_s",
     }
     return model, estimates, notes
+
+
+def _write_demand(obs: Any, requests: pl.Series) -> np.ndarray:
+    """CPU seconds of each request's writes at the last tier, all replicas together."""
+    from tierscope.estimate.ci import segment_demands
+
+    assert obs.records is not None
+    seg = obs.records.segments
+    if "write" not in seg.columns or not seg["write"].any():
+        return np.zeros(requests.len())
+    seg = seg.with_columns(pl.Series("demand", segment_demands(obs.records)))
+    per = (
+        seg.filter(pl.col("write") & (pl.col("station") == obs.stations[-1]))
+        .group_by("request")
+        .agg(pl.col("demand").sum())
+    )
+    joined = pl.DataFrame({"request": requests}).join(per, on="request", how="left")
+    return joined["demand"].fill_null(0.0).to_numpy()
 
 
 def _think_time(levels: pl.DataFrame, tiers: tuple[TierModel, ...]) -> tuple[float, str]:
