@@ -83,6 +83,7 @@ def model_summary(model: NTierModel) -> dict[str, Any]:
                 "cpu": t.facts.cpu,
                 "processes": t.facts.processes,
                 "demand": t.demand,
+                "write_demand": t.write_demand,
                 "background": t.background,
                 "max_throughput": t.max_throughput,
             }
