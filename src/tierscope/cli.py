@@ -566,12 +566,19 @@ def calibrate(
     cal = run_calibrate(
         _read_run(run_dir), setup=setup, window=window, solver=solver, duration=duration, seed=seed
     )
+    from tierscope.plan import model_vs_measurement
+
     target = out_file or run_dir / "model.yaml"
+    doc = cal.to_dict() | {"model_file": str(target)}
+    # beside the model: the validation, and the columns of a "model vs measurement" figure
+    record = target.with_name("calibration.json")
     try:
         target.write_text(yaml.safe_dump(cal.model_document(), sort_keys=False))
+        record.write_text(
+            json.dumps(doc | {"figure": model_vs_measurement(cal)}, indent=1, allow_nan=False)
+        )
     except OSError as exc:
         raise InputError("--out", str(target), f"a writable file ({exc.strerror})") from None
-    doc = cal.to_dict() | {"model_file": str(target)}
     _emit(doc, as_json, lambda d: _terminal.calibration(d, run_dir.name))
 
 

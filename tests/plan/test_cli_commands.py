@@ -81,6 +81,8 @@ def test_calibrate_whatif_plan(
     doc = json.loads(out)
     assert doc["model_file"] == str(model_file)
     assert parse_model(yaml.safe_load(model_file.read_text())).stations[2].name == "db"
+    saved = json.loads((tmp_path / "calibration.json").read_text())
+    assert saved["figure"]["level"] == [r["level"] for r in doc["levels"]]
     assert doc["summary"]["peak_throughput"]["error"] is not None
 
     code, out, _ = run(

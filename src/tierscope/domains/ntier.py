@@ -236,6 +236,19 @@ def replica_rates(tier: TierModel) -> list[float]:
     return out
 
 
+def finite(doc: Any) -> Any:
+    """``doc`` with NaN and infinities as None (JSON has no such numbers)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite(v) for v in doc]
+    if hasattr(doc, "item") and not isinstance(doc, str):  # numpy scalars
+        return finite(doc.item())
+    return doc
+
+
 # ---- solving it ----------------------------------------------------------------------------------
 SOLVERS = ("auto", "quota-sim", "mva")
 
@@ -407,6 +420,7 @@ __all__ = [
     "choose_solver",
     "default_processes",
     "experiment_spec",
+    "finite",
     "predict",
     "replica_rates",
     "setup_spec",

@@ -29,6 +29,7 @@ from tierscope.domains.ntier import (
     Prediction,
     TierModel,
     choose_solver,
+    finite,
     predict,
     setup_spec,
     tier_facts,
@@ -63,16 +64,18 @@ class Calibration:
         return m.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "setup": self.setup,
-            "solver": self.solver,
-            "solver_reason": self.solver_reason,
-            "model": model_summary(self.model),
-            "estimates": self.estimates,
-            "levels": self.rows,
-            "summary": self.summary,
-            "notes": list(self.notes),
-        }
+        return finite(
+            {
+                "setup": self.setup,
+                "solver": self.solver,
+                "solver_reason": self.solver_reason,
+                "model": model_summary(self.model),
+                "estimates": self.estimates,
+                "levels": self.rows,
+                "summary": self.summary,
+                "notes": list(self.notes),
+            }
+        )
 
 
 def model_summary(model: NTierModel) -> dict[str, Any]:
@@ -360,19 +363,21 @@ def accuracy_summary(rows: list[dict[str, Any]], model: NTierModel) -> dict[str,
 def model_vs_measurement(cal: Calibration) -> dict[str, list[Any]]:
     """Columns for a "model vs measurement" figure: one entry per measured level."""
     rows = cal.rows
-    return {
-        "level": [r["level"] for r in rows],
-        "measured_throughput": [r["measured"]["throughput"] for r in rows],
-        "predicted_throughput": [r["predicted"]["throughput"] for r in rows],
-        "predicted_throughput_hw": [
-            (r["predicted"].get("ci") or {}).get("throughput") for r in rows
-        ],
-        "measured_rt_mean": [r["measured"]["rt_mean"] for r in rows],
-        "predicted_rt_mean": [r["predicted"]["rt_mean"] for r in rows],
-        "predicted_rt_mean_hw": [(r["predicted"].get("ci") or {}).get("rt_mean") for r in rows],
-        "measured_rt_p95": [r["measured"]["rt_p95"] for r in rows],
-        "predicted_rt_p95": [r["predicted"]["rt_p95"] for r in rows],
-    }
+    return finite(
+        {
+            "level": [r["level"] for r in rows],
+            "measured_throughput": [r["measured"]["throughput"] for r in rows],
+            "predicted_throughput": [r["predicted"]["throughput"] for r in rows],
+            "predicted_throughput_hw": [
+                (r["predicted"].get("ci") or {}).get("throughput") for r in rows
+            ],
+            "measured_rt_mean": [r["measured"]["rt_mean"] for r in rows],
+            "predicted_rt_mean": [r["predicted"]["rt_mean"] for r in rows],
+            "predicted_rt_mean_hw": [(r["predicted"].get("ci") or {}).get("rt_mean") for r in rows],
+            "measured_rt_p95": [r["measured"]["rt_p95"] for r in rows],
+            "predicted_rt_p95": [r["predicted"]["rt_p95"] for r in rows],
+        }
+    )
 
 
 __all__ = [

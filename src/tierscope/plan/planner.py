@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tierscope.domains.ntier import NTierModel, Prediction, predict
+from tierscope.domains.ntier import NTierModel, Prediction, finite, predict
 from tierscope.errors import InputError
 from tierscope.plan.sla import (
     Objective,
@@ -227,24 +227,26 @@ def plan_document(
             "predicted": e.prediction.to_dict(),
         }
 
-    return {
-        "slo": [str(o) for o in objectives],
-        "margin": margin,
-        "sla": describe_bands(prices, threshold),
-        "costs": {t: prices.tier_price(t).model_dump() for t in tiers},
-        "levels": [
-            {
-                "users": p.users,
-                "cheapest": ev_doc(p.cheapest),
-                "profit_optimal": ev_doc(p.profit_optimal),
-                "evaluated": len(p.evaluated),
-                "note": None
-                if p.cheapest is not None
-                else "no configuration of the search space meets the SLO",
-            }
-            for p in plans
-        ],
-    }
+    return finite(
+        {
+            "slo": [str(o) for o in objectives],
+            "margin": margin,
+            "sla": describe_bands(prices, threshold),
+            "costs": {t: prices.tier_price(t).model_dump() for t in tiers},
+            "levels": [
+                {
+                    "users": p.users,
+                    "cheapest": ev_doc(p.cheapest),
+                    "profit_optimal": ev_doc(p.profit_optimal),
+                    "evaluated": len(p.evaluated),
+                    "note": None
+                    if p.cheapest is not None
+                    else "no configuration of the search space meets the SLO",
+                }
+                for p in plans
+            ],
+        }
+    )
 
 
 __all__ = ["Config", "Evaluated", "LevelPlan", "configure", "plan", "plan_document", "search_space"]

@@ -23,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from tierscope.domains.ntier import NTierModel, Prediction, TierFacts, TierModel, predict
+from tierscope.domains.ntier import (
+    NTierModel,
+    Prediction,
+    TierFacts,
+    TierModel,
+    finite,
+    predict,
+)
 from tierscope.errors import InputError
 
 TIER_FIELDS = ("servers", "replicas", "cpu", "processes", "demand")
@@ -135,17 +142,19 @@ class WhatIf:
             if u in self.measured:
                 row["measured"] = self.measured[u]
             rows.append(row)
-        return {
-            "changes": list(self.changes),
-            "solver": self.predicted[0].method if self.predicted else None,
-            "capacity": {
-                "baseline": self.model.max_throughput,
-                "changed": self.changed.max_throughput,
-                "baseline_bottleneck": self.model.bottleneck(),
-                "changed_bottleneck": self.changed.bottleneck(),
-            },
-            "levels": rows,
-        }
+        return finite(
+            {
+                "changes": list(self.changes),
+                "solver": self.predicted[0].method if self.predicted else None,
+                "capacity": {
+                    "baseline": self.model.max_throughput,
+                    "changed": self.changed.max_throughput,
+                    "baseline_bottleneck": self.model.bottleneck(),
+                    "changed_bottleneck": self.changed.bottleneck(),
+                },
+                "levels": rows,
+            }
+        )
 
 
 def whatif(
