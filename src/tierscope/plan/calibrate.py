@@ -40,6 +40,8 @@ from tierscope.store import Run
 
 #: Levels whose busiest tier is below this utilisation estimate the think time.
 UNSATURATED = 0.8
+#: Levels whose busiest tier is below this utilisation fit the outside delay.
+LIGHT = 0.5
 #: UBR and CI mean demands may disagree this much before UBR is distrusted.
 AGREEMENT = 0.3
 
@@ -245,21 +247,36 @@ def fit_model(
     seed: int = 1,
 ) -> tuple[NTierModel, dict[str, Any], list[str]]:
     """The calibrated model of one setup of ``run``, with the outside delay fitted to the
-    lowest level; also the estimates it rests on and notes."""
+    lightly loaded levels; also the estimates it rests on and notes."""
     assert run.points is not None
     setup = setup or run.points["setup"][0]
     model, estimates, notes = build_model(run, setup=setup, window=window)
     method, _ = choose_solver(model, solver)
     levels = measured_levels(run, setup)
-    lowest = round(levels["level"][0])
-    base = predict(model, [lowest], solver=method, duration=400.0, seed=seed)[0]
-    delay = max(0.0, float(levels["rt_mean"][0]) - base.rt_mean)
+    light = _light_levels(levels, model)
+    base = predict(model, light["users"], solver=method, duration=400.0, seed=seed)
+    residual = [float(r) - p.rt_mean for r, p in zip(light["rt"], base, strict=True)]
+    delay = max(0.0, float(np.median(residual)))
     model = replace(model, delay=delay)
+    used = ", ".join(str(u) for u in light["users"])
     notes.append(
-        f"outside delay {delay * 1e3:.3g} ms (network, client) from the lowest level; "
-        "every other level is predicted, not fitted"
+        f"outside delay {delay * 1e3:.3g} ms (network, client): the median of what the "
+        f"tiers leave of the response time at {used} users (busiest tier below "
+        f"{LIGHT:.0%}); every level is predicted with it"
     )
+    estimates["outside_delay_levels"] = light["users"]
     return model, estimates, notes
+
+
+def _light_levels(levels: pl.DataFrame, model: NTierModel) -> dict[str, list]:
+    """The levels whose busiest tier is below LIGHT (at least the lowest level)."""
+    users, rts = [], []
+    for i, r in enumerate(levels.iter_rows(named=True)):
+        busiest = max(r["throughput"] * t.total_demand / t.capacity for t in model.tiers)
+        if (busiest < LIGHT or i == 0) and math.isfinite(r["rt_mean"] or math.nan):
+            users.append(round(r["level"]))
+            rts.append(r["rt_mean"])
+    return {"users": users, "rt": rts}
 
 
 def calibrate(
