@@ -299,23 +299,23 @@ def _from_simulation(run: Run, *, window: float, by: str, sample: float) -> Obse
             .group_by("w", "node")
             .agg((pl.col("value") * pl.col("k")).sum().alias("s"))
         )
-        for w in range(n_w):
-            x = np.zeros(len(classes))
-            r = np.full(len(classes), np.nan)
-            for c, name in enumerate(classes):
-                n = cnt.filter((pl.col("w") == w) & (pl.col("node") == name))["n"]
-                s = rsum.filter((pl.col("w") == w) & (pl.col("node") == name))["s"]
-                x[c] = (float(n[0]) if n.len() else 0.0) / window
-                if n.len() and n[0] > 0 and s.len():
-                    r[c] = float(s[0]) / float(n[0])
-            u = np.zeros(len(stations))
-            for k, st in enumerate(stations):
-                v = util.filter((pl.col("w") == w) & (pl.col("tier") == st))["value"]
-                u[k] = float(v[0]) if v.len() else 0.0
-            rows_X.append(x)
-            rows_U.append(u)
-            rows_R.append(r)
-            rows_W.append(window)
+        ci = {c: i for i, c in enumerate(classes)}
+        ki = {st: k for k, st in enumerate(stations)}
+        n = np.zeros((n_w, len(classes)))
+        r_sum = np.zeros((n_w, len(classes)))
+        u = np.zeros((n_w, len(stations)))
+        for w, node, v in cnt.iter_rows():
+            n[int(w), ci[node]] = v
+        for w, node, v in rsum.iter_rows():
+            r_sum[int(w), ci[node]] = v
+        for w, tier, v in util.iter_rows():
+            if tier in ki:
+                u[int(w), ki[tier]] = v
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rows_R.extend(np.where(n > 0, r_sum / np.where(n > 0, n, 1), np.nan))
+        rows_X.extend(n / window)
+        rows_U.extend(u)
+        rows_W.extend([window] * n_w)
     if len(rows_X) < 2:
         raise InputError("--window", window, "a window that fits at least twice in the run")
     visits = requests.filter(pl.col("tier") != CLIENT)
