@@ -119,6 +119,12 @@ class SD(Estimator):
         self.run_time_ = time.perf_counter() - started
         return self
 
+    def _bootstrap(self, data: Observations) -> None:
+        # replicates go through _estimate too: keep the point estimate's diagnostics
+        kept = (self.objective_, self.states_kept_, self.fit_time_)
+        super()._bootstrap(data)
+        self.objective_, self.states_kept_, self.fit_time_ = kept
+
     def _resample(self, data: Observations, rng: np.random.Generator) -> Observations:
         assert data.queue is not None
         return data.rows(block_indices(data.n_windows, rng)).samples(
