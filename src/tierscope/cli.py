@@ -489,8 +489,10 @@ def load(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Offer HTTP load (closed, open or partly open) and measure latency without coordinated
-    omission; flags runs where the load generator itself was the bottleneck."""
+    """Offer HTTP load (closed, open, partly open); latency free of coordinated omission.
+
+    Flags runs where the load generator itself was the bottleneck.
+    """
     from tierscope.load import LoadGenerator, record_load
     from tierscope.load.options import workload_from_options
     from tierscope.report import terminal
@@ -557,6 +559,241 @@ def load(
         raise typer.Exit(1)
     if doc["partial"]:
         raise typer.Exit(130)
+
+
+# ---- models from measurements: estimate, calibrate, whatif, plan ---------------------------------
+def _levels(text: str | None) -> list[int] | None:
+    """``10,30,50`` or ``10:100:10`` (start:stop:step, stop included) -> users."""
+    if text is None:
+        return None
+    try:
+        if ":" in text:
+            a, b, c = (int(v) for v in text.split(":"))
+            values = list(range(a, b + 1, c))
+        else:
+            values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError("--levels", text, "users as 10,30,50 or start:stop:step") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError("--levels", text, "at least one number of users >= 1")
+    return values
+
+
+def _read_run(run_dir: Path) -> Any:
+    from tierscope.store import read_run
+
+    if not run_dir.is_dir():
+        raise InputError("RUN_DIR", str(run_dir), "a run folder (written by tierscope run)")
+    return read_run(run_dir)
+
+
+SetupOpt = Annotated[
+    str | None, typer.Option(help="Setup of a multi-setup run (default: the first).")
+]
+SolverOpt = Annotated[
+    str, typer.Option(help="auto | quota-sim | mva: how the calibrated model is solved.")
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the random streams.")]
+
+
+@app.command()
+def estimate(
+    input_path: Annotated[
+        Path, typer.Argument(metavar="INPUT", help="Run folder, or CSV of observation windows.")
+    ],
+    method: Annotated[str, typer.Option(help="auto | ubr | ubo | ci | mle | sd")] = "auto",
+    classes: Annotated[
+        str, typer.Option(help="Run folders: 'all' requests as one class, or by 'interaction'.")
+    ] = "all",
+    window: Annotated[float, typer.Option(help="Run folders: observation window, s.")] = 1.0,
+    setup: SetupOpt = None,
+    bootstrap: Annotated[
+        int | None, typer.Option(help="Bootstrap resamples for the intervals (0: none).")
+    ] = None,
+    confidence: Annotated[float, typer.Option(help="Level of the intervals.")] = 0.95,
+    k_states: Annotated[int, typer.Option(help="SD: states kept per station.")] = 15,
+    states: Annotated[str, typer.Option(help="SD: largest | bands.")] = "largest",
+    search: Annotated[str, typer.Option(help="SD: local | multistart | global.")] = "multistart",
+    divergence: Annotated[
+        str, typer.Option(help="SD: hellinger | bhattacharyya | kl | js.")
+    ] = "hellinger",
+    delta: Annotated[
+        float | None, typer.Option(help="SD: throughput tolerance |X~-X| <= delta X~.")
+    ] = None,
+    seed: SeedOpt = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Estimate service demands (seconds per request at each station) with intervals."""
+    from tierscope.estimate import (
+        ESTIMATORS,
+        METHOD_NAMES,
+        Observations,
+        choose_method,
+        observations_from_run,
+    )
+    from tierscope.estimate import estimate as run_estimate
+    from tierscope.plan import _terminal
+    from tierscope.spec.observations import load_observations_csv
+
+    if method not in METHOD_NAMES:
+        raise InputError("--method", method, "one of " + ", ".join(METHOD_NAMES))
+    if input_path.is_dir():
+        data = observations_from_run(_read_run(input_path), window=window, by=classes, setup=setup)
+    elif input_path.is_file():
+        layout, columns = load_observations_csv(input_path)
+        data = Observations.from_table(layout, columns, source=str(input_path))
+    else:
+        raise InputError("INPUT", str(input_path), "an existing run folder or CSV file")
+    chosen = choose_method(data)[0] if method == "auto" else method
+    params: dict[str, Any] = {"n_boot": bootstrap, "confidence": confidence, "seed": seed}
+    if chosen == "sd":
+        params |= {
+            "k_states": k_states,
+            "states": states,
+            "search": search,
+            "divergence": divergence,
+            "delta": delta,
+        }
+    result = run_estimate(data, method, **params)
+    doc = result.to_dict()
+    if isinstance(result, ESTIMATORS["sd"]):
+        doc["sd"] = {
+            "states_kept": result.states_kept_,
+            "divergence": result.objective_,
+            "run_time_s": result.run_time_,
+        }
+    _emit(doc, as_json, lambda d: _terminal.estimate(d, input_path.name))
+
+
+@app.command()
+def calibrate(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")],
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", metavar="MODEL.yaml", help="Model file (default RUN_DIR/model.yaml)."
+        ),
+    ] = None,
+    setup: SetupOpt = None,
+    solver: SolverOpt = "auto",
+    window: Annotated[float, typer.Option(help="Observation window for the estimators, s.")] = 1.0,
+    duration: Annotated[float, typer.Option(help="Simulated seconds per level.")] = 300.0,
+    seed: SeedOpt = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Build the run's queueing model, write it, and compare it with every measured level."""
+    import yaml
+
+    from tierscope.plan import _terminal
+    from tierscope.plan import calibrate as run_calibrate
+
+    cal = run_calibrate(
+        _read_run(run_dir), setup=setup, window=window, solver=solver, duration=duration, seed=seed
+    )
+    from tierscope.plan import model_vs_measurement
+
+    target = out_file or run_dir / "model.yaml"
+    doc = cal.to_dict() | {"model_file": str(target)}
+    # beside the model: the validation, and the columns of a "model vs measurement" figure
+    record = target.with_name("calibration.json")
+    try:
+        target.write_text(yaml.safe_dump(cal.model_document(), sort_keys=False))
+        record.write_text(
+            json.dumps(doc | {"figure": model_vs_measurement(cal)}, indent=1, allow_nan=False)
+        )
+    except OSError as exc:
+        raise InputError("--out", str(target), f"a writable file ({exc.strerror})") from None
+    _emit(doc, as_json, lambda d: _terminal.calibration(d, run_dir.name))
+
+
+@app.command()
+def whatif(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")],
+    changes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="TIER.FIELD=VALUE", help="db.servers=2, app.cpu=1.0, ... (repeatable)."
+        ),
+    ] = None,
+    levels: Annotated[
+        str | None, typer.Option(help="Users: 10,30,50 or 10:100:10 (default: the sweep's).")
+    ] = None,
+    setup: SetupOpt = None,
+    solver: SolverOpt = "auto",
+    duration: Annotated[float, typer.Option(help="Simulated seconds per level.")] = 300.0,
+    seed: SeedOpt = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Predict the measured system with changed replicas, quotas or demands."""
+    from tierscope.plan import _terminal, fit_model, measured_levels
+    from tierscope.plan import whatif as run_whatif
+
+    run = _read_run(run_dir)
+    model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+    chosen = setup or run.points["setup"][0]
+    measured = {
+        round(r["level"]): {
+            "throughput": r["throughput"],
+            "rt_mean": r["rt_mean"],
+            "rt_p95": r["rt_p95"],
+        }
+        for r in measured_levels(run, chosen).iter_rows(named=True)
+    }
+    users = _levels(levels) or sorted(measured)
+    result = run_whatif(
+        model,
+        changes or [],
+        users,
+        solver=solver,
+        duration=duration,
+        seed=seed,
+        measured={u: {"measured": m} for u, m in measured.items()},
+    )
+    _emit(result.to_dict(), as_json, lambda d: _terminal.whatif(d, run_dir.name))
+
+
+@app.command()
+def plan(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")],
+    slo: Annotated[str, typer.Option(help='Objective(s), e.g. "p95<0.5" or "mean<200ms,p99<1".')],
+    prices: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Prices, SLA bands and search space (YAML).")
+    ] = None,
+    levels: Annotated[
+        str | None, typer.Option(help="Users: 10,30,50 or 10:100:10 (default: the sweep's).")
+    ] = None,
+    setup: SetupOpt = None,
+    solver: SolverOpt = "auto",
+    margin: Annotated[
+        float, typer.Option(help="Headroom: the predicted statistic must be this fraction below.")
+    ] = 0.1,
+    duration: Annotated[float, typer.Option(help="Simulated seconds per evaluation.")] = 120.0,
+    seed: SeedOpt = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Cheapest configuration meeting the SLO, and the profit-optimal one, per workload level."""
+    from tierscope.plan import _terminal, fit_model, measured_levels, parse_slo, plan_document
+    from tierscope.plan import plan as run_plan
+    from tierscope.spec.prices import Prices, load_prices
+
+    objectives = parse_slo(slo)
+    price_book = load_prices(prices) if prices is not None else Prices()
+    run = _read_run(run_dir)
+    model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+    chosen = setup or run.points["setup"][0]
+    users = _levels(levels) or [round(v) for v in measured_levels(run, chosen)["level"].to_list()]
+    plans = run_plan(
+        model,
+        users,
+        objectives,
+        price_book,
+        solver=solver,
+        duration=duration,
+        seed=seed,
+        margin=margin,
+    )
+    doc = plan_document(model, plans, objectives, price_book, margin)
+    _emit(doc, as_json, lambda d: _terminal.plan(d, run_dir.name))
 
 
 def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:

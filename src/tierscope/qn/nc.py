@@ -43,7 +43,7 @@ from tierscope.errors import InputError, UnsupportedModelError
 from tierscope.qn.network import Network
 from tierscope.qn.result import Solution
 
-__all__ = ["DEFAULT_MAX_LATTICE", "log_normalizing_constant", "solve"]
+__all__ = ["DEFAULT_MAX_LATTICE", "class_marginals", "log_normalizing_constant", "solve"]
 
 #: Largest population lattice (prod (N_c + 1)) solved by default.
 DEFAULT_MAX_LATTICE = 100_000
@@ -343,3 +343,37 @@ def solve(net: Network, *, max_lattice: int = DEFAULT_MAX_LATTICE) -> Solution:
         )
     extra = {"log_G": log_gn, "marginals": marginals}
     return Solution("nc", net, X, Q, notes=net.product_form_notes(), extra=extra)
+
+
+def class_marginals(
+    net: Network, *, max_lattice: int = DEFAULT_MAX_LATTICE
+) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """Per-class marginal distributions of every station (Eq. 5.1 of seed 004).
+
+    Returns ``(counts, marginals, X)``: ``counts[P, C]`` lists every population vector n of the
+    lattice, ``marginals[station][p]`` is P(station holds exactly ``counts[p]``) and ``X`` the
+    class throughputs. Used by state-divergence demand estimation, which compares these model
+    probabilities with observed queue-length states.
+    """
+    net.require_product_form("nc")
+    _check_closed(net, "nc")
+    lat = _lattice(net, _check_max("max_lattice", max_lattice), "nc")
+    factors, where = _factors(net)
+    without = _leave_one_out(_delta(lat), factors, lat)
+    log_g = _convolve(without[0], factors[0], lat) if factors else _delta(lat)
+    top = tuple(d - 1 for d in lat.dims)
+    log_gn = float(log_g[top])
+    X = np.zeros(net.n_classes)
+    for c in range(net.n_classes):
+        if net.population[c] > 0:
+            below = list(top)
+            below[c] -= 1
+            X[c] = math.exp(float(log_g[tuple(below)]) - log_gn)
+    at_zero = (lat.total == 0).astype(float)
+    marginals = {name: at_zero.copy() for name in net.station_names}
+    for f, k, g_rest in zip(factors, where, without, strict=True):
+        if k >= 0:
+            marginals[net.station_names[k]] = np.exp(
+                lat.log_factor(f) + np.flip(g_rest).ravel() - log_gn
+            )
+    return lat.counts, marginals, X

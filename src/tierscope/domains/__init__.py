@@ -1,0 +1,1 @@
+"""Model builders for the systems tierscope knows (n-tier web stacks, ...)."""

@@ -1,0 +1,399 @@
+"""Discrete-event simulation of a closed n-tier system whose replicas run under CPU quotas.
+
+Why a dedicated simulator: a Linux CFS quota is not a slower processor. A replica with a quota
+of q cores runs at full speed (up to one core per process) until it has used q x 100 ms of CPU
+in the current 100 ms period, then it is *throttled* until the period ends. Below saturation a
+request therefore usually runs at full speed, while a processor-sharing server of speed q (the
+product-form reading of a quota) stretches every request by 1/q: measured on the embedded
+system, the product-form model overestimates the response time near the knee several-fold.
+Capacity is the same in both (q cores on average), so product-form solvers stay right for
+throughput bounds and this simulator is what predicts response times.
+
+Model, per tier replica: the requests present share ``cap`` cores (its processes), either in
+processor sharing or round robin with a time slice (``quantum``: Python's GIL hands the
+interpreter over every 5 ms, so a Python server behaves like first-come-first-served for
+requests shorter than that, and round robin for longer ones); while CPU budget is left. The
+budget ((cpu - background) x period) is refilled at every period boundary (each replica has its
+own random phase); background CPU (a tier's load that does not depend on requests) is taken
+from the budget. Requests go through the tiers in order, each spending its own CPU demand at
+one replica: the first tier's replicas are chosen round robin, the others by fewest requests
+present (the embedded web tier's balancing), except writes at a replicated last tier, which run
+at every replica one after the other (RAIDb-1). A constant ``delay`` adds what happens outside
+the tiers (network, client). Users think for an exponential (or constant) time between
+requests.
+
+Per-request CPU demands are drawn from ``demand_samples`` (rows of per-tier demands measured for
+real requests, so the mix and its correlations are kept) or are exponential with the tiers'
+means.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_INF = math.inf
+_EPS = 1e-12
+#: Kinds of a replica's next event.
+DONE, SLICE, OUT = 0, 1, 2
+
+
+class _Replica:
+    """CPU of one replica: budgeted, ``cap`` cores, processor sharing or round robin."""
+
+    def __init__(
+        self, cap: float, budget: float, period: float, phase: float, quantum: float | None
+    ):
+        self.cap = cap
+        self.budget_per_period = budget
+        self.budget = budget
+        self.period = period
+        self.phase = phase
+        self.quantum = quantum
+        self.last = 0.0
+        self.busy = 0.0  # CPU seconds used
+        self.version = 0
+        self.next_kind = DONE  # kind of the scheduled event
+        # processor sharing: heap of (tag, seq, job) on a virtual clock
+        self.heap: list[tuple[float, int, int]] = []
+        self.vclock = 0.0
+        # round robin: queue of [job, remaining work, slice left]; the first ``cap`` run
+        self.queue: deque[list] = deque()
+        self._seq = itertools.count()
+
+    # ---- state -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.heap) if self.quantum is None else len(self.queue)
+
+    def running(self) -> int:
+        return min(len(self), int(self.cap)) if self.quantum is not None else 0
+
+    def speed(self) -> float:
+        """Cores in use now."""
+        n = len(self)
+        if n == 0 or self.budget <= _EPS:
+            return 0.0
+        return min(float(n), self.cap) if self.quantum is None else float(self.running())
+
+    def advance(self, t: float) -> None:
+        dt = t - self.last
+        if dt <= 0:
+            return
+        self.last = t
+        s = self.speed()
+        if s <= 0:
+            return
+        self.busy += dt * s
+        if self.budget < _INF:
+            self.budget = max(0.0, self.budget - dt * s)
+        if self.quantum is None:
+            self.vclock += dt * s / len(self.heap)
+        else:
+            for i in range(self.running()):
+                self.queue[i][1] -= dt
+                self.queue[i][2] -= dt
+
+    # ---- jobs --------------------------------------------------------------------------------
+    def add(self, job: int, work: float) -> None:
+        if self.quantum is None:
+            if not self.heap:
+                self.vclock = 0.0
+            heapq.heappush(self.heap, (self.vclock + work, next(self._seq), job))
+        else:
+            self.queue.append([job, work, self.quantum])
+
+    def next_event(self, now: float) -> tuple[float, int]:
+        """(time, kind) of the replica's next change, (inf, DONE) if none."""
+        s = self.speed()
+        if s <= 0:
+            return _INF, DONE
+        t_out = now + self.budget / s if self.budget < _INF else _INF
+        if self.quantum is None:
+            t_job = now + (self.heap[0][0] - self.vclock) * len(self.heap) / s
+            kind = DONE
+        else:
+            t_job, kind = _INF, DONE
+            for i in range(self.running()):
+                _, rem, left = self.queue[i]
+                if rem <= left and now + rem < t_job:
+                    t_job, kind = now + rem, DONE
+                elif left < rem and now + left < t_job:
+                    t_job, kind = now + left, SLICE
+        return (t_job, kind) if t_job <= t_out else (t_out, OUT)
+
+    def fire(self, kind: int) -> int | None:
+        """Apply the event (after ``advance``); returns the job that finished, if any."""
+        if kind == OUT:
+            self.budget = 0.0
+            return None
+        if self.quantum is None:
+            tag, _, job = heapq.heappop(self.heap)
+            self.vclock = tag
+            return job
+        run = self.running()
+        for i in range(run):
+            entry = self.queue[i]
+            if entry[1] <= _EPS:
+                del self.queue[i]
+                return entry[0]
+        for i in range(run):
+            entry = self.queue[i]
+            if entry[2] <= _EPS:
+                entry[2] = self.quantum
+                if len(self.queue) > run:  # someone waits: go to the back of the queue
+                    del self.queue[i]
+                    self.queue.append(entry)
+                return None
+        return None
+
+
+@dataclass
+class SimTier:
+    """One tier as the simulator needs it."""
+
+    name: str
+    replicas: int
+    cap: float  # processes per replica: cores usable at once
+    quota: float | None  # cores per replica
+    background: float = 0.0  # cores per replica used regardless of requests
+    write_all: bool = False  # writes run at every replica (the replicated last tier)
+    quantum: float | None = None  # round-robin time slice (None: processor sharing)
+
+
+@dataclass
+class SimTrace:
+    """What a traced simulation recorded (times from the start of the simulation).
+
+    ``requests``: (request, start, end); ``visits``: (request, tier, replica, start, end,
+    write), one per stay at a replica (``write``: a write run at every replica); ``cpu``:
+    (tier, replica, t, cores) — the cores used over the ``sample`` seconds up to t.
+    """
+
+    requests: list[tuple[int, float, float]] = field(default_factory=list)
+    visits: list[tuple[int, int, int, float, float, bool]] = field(default_factory=list)
+    cpu: list[tuple[int, int, float, float]] = field(default_factory=list)
+
+
+@dataclass
+class SimOutcome:
+    users: int
+    throughput: float
+    response_times: np.ndarray
+    utilization: dict[str, float]  # busy cores per tier (requests only)
+    simulated: float
+    trace: SimTrace | None = None
+
+    @property
+    def rt_mean(self) -> float:
+        return float(self.response_times.mean()) if self.response_times.size else math.nan
+
+    def rt_quantile(self, q: float) -> float:
+        return float(np.quantile(self.response_times, q)) if self.response_times.size else math.nan
+
+
+def simulate_closed(
+    tiers: list[SimTier],
+    *,
+    users: int,
+    think_time: float,
+    demand_means: np.ndarray,
+    demand_samples: np.ndarray | None = None,
+    write_fraction: np.ndarray | None = None,
+    delay: float = 0.0,
+    think_dist: str = "exp",
+    period: float = 0.1,
+    warmup: float = 5.0,
+    duration: float = 60.0,
+    seed: int = 1,
+    trace: bool = False,
+    sample: float = 0.05,
+) -> SimOutcome:
+    """Simulate ``users`` closed-loop users for ``warmup + duration`` seconds.
+
+    ``demand_samples[i, k]``: CPU seconds of the i-th sampled request at tier k (all replicas
+    together); ``write_fraction[i]``: the part of its last-tier demand that is a write (run at
+    every replica of a write-all tier). Without samples, demands are exponential with
+    ``demand_means``. With ``trace``, every request, every stay at a replica and the CPU of
+    every replica each ``sample`` seconds are recorded.
+    """
+    rng = np.random.default_rng(seed)
+    T = len(tiers)
+    reps: list[list[_Replica]] = []
+    for tier in tiers:
+        budget = _INF if tier.quota is None else max(tier.quota - tier.background, 1e-6) * period
+        reps.append(
+            [
+                _Replica(tier.cap, budget, period, float(rng.uniform(0, period)), tier.quantum)
+                for _ in range(tier.replicas)
+            ]
+        )
+    events: list[tuple[float, int, int, int, int, int]] = []  # (t, seq, kind, a, b, version)
+    seq = itertools.count()
+    ARRIVE, REPLICA, REFILL, LEAVE, SAMPLE = 0, 1, 2, 3, 4
+
+    def schedule(k: int, r: int, now: float) -> None:
+        rep = reps[k][r]
+        rep.version += 1
+        t, rep.next_kind = rep.next_event(now)
+        if t < _INF:
+            heapq.heappush(events, (t, next(seq), REPLICA, k, r, rep.version))
+
+    for k, row in enumerate(reps):
+        for r, rep in enumerate(row):
+            if rep.budget_per_period < _INF:
+                heapq.heappush(events, (rep.phase, next(seq), REFILL, k, r, 0))
+
+    n_samples = 0 if demand_samples is None else demand_samples.shape[0]
+    work = np.zeros((users, T))
+    writes = np.zeros(users)
+    start = np.zeros(users)
+    entered = np.zeros(users)
+    uid = np.zeros(users, dtype=np.int64)
+    pending_writes: list[list[int]] = [[] for _ in range(users)]
+    writing = np.zeros(users, dtype=bool)
+    rr = [0] * T
+    horizon = warmup + duration
+    rts: list[float] = []
+    busy0: list[list[float]] | None = None
+    rec = SimTrace() if trace else None
+    next_uid = itertools.count()
+    last_busy = [[0.0] * len(row) for row in reps]
+    if rec is not None:
+        heapq.heappush(events, (sample, next(seq), SAMPLE, 0, 0, 0))
+
+    def think() -> float:
+        if think_time <= 0:
+            return 0.0
+        return float(rng.exponential(think_time)) if think_dist == "exp" else think_time
+
+    for u in range(users):
+        heapq.heappush(events, (think(), next(seq), ARRIVE, u, 0, 0))
+
+    def pick(k: int) -> int:
+        row = reps[k]
+        if len(row) == 1:
+            return 0
+        if k == 0:
+            rr[0] = (rr[0] + 1) % len(row)
+            return rr[0]
+        loads = [len(rep) for rep in row]
+        best = min(loads)
+        choices = [i for i, v in enumerate(loads) if v == best]
+        rr[k] = (rr[k] + 1) % len(choices)
+        return choices[rr[k]]
+
+    def join(u: int, k: int, r: int, amount: float, now: float, write: bool = False) -> None:
+        entered[u] = now
+        writing[u] = write
+        rep = reps[k][r]
+        rep.advance(now)
+        rep.add(u, amount)
+        schedule(k, r, now)
+
+    def enter(u: int, k: int, now: float) -> None:
+        while k < T and work[u, k] <= 0:  # tiers this request does not use
+            k += 1
+        if k == T:
+            if delay > 0:
+                heapq.heappush(events, (now + delay, next(seq), LEAVE, u, 0, 0))
+            else:
+                leave(u, now)
+            return
+        if tiers[k].write_all and len(reps[k]) > 1 and writes[u] > 0:
+            # the reads at one replica, then the write at every replica in turn
+            pending_writes[u] = list(range(len(reps[k])))
+            read = work[u, k] - writes[u]
+            if read > _EPS:
+                join(u, k, pick(k), read, now)
+            else:
+                join(u, k, pending_writes[u].pop(0), writes[u], now, write=True)
+            return
+        join(u, k, pick(k), work[u, k], now)
+
+    def leave(u: int, now: float) -> None:
+        if now >= warmup:
+            rts.append(now - start[u])
+        if rec is not None:
+            rec.requests.append((int(uid[u]), float(start[u]), now))
+        heapq.heappush(events, (now + think(), next(seq), ARRIVE, u, 0, 0))
+
+    now = 0.0
+    while events:
+        now, _, kind, a, b, version = heapq.heappop(events)
+        if now > horizon:
+            break
+        if busy0 is None and now >= warmup:
+            for row in reps:
+                for rep in row:
+                    rep.advance(now)
+            busy0 = [[rep.busy for rep in row] for row in reps]
+        if kind == REPLICA:
+            rep = reps[a][b]
+            if version != rep.version:
+                continue
+            rep.advance(now)
+            done = rep.fire(rep.next_kind)
+            schedule(a, b, now)
+            if done is None:
+                continue
+            u = done
+            if rec is not None:
+                rec.visits.append((int(uid[u]), a, b, float(entered[u]), now, bool(writing[u])))
+            if pending_writes[u]:
+                join(u, a, pending_writes[u].pop(0), writes[u], now, write=True)
+            else:
+                enter(u, a + 1, now)
+        elif kind == ARRIVE:
+            u = a
+            start[u] = now
+            uid[u] = next(next_uid)
+            if n_samples:
+                i = int(rng.integers(n_samples))
+                work[u] = demand_samples[i]  # type: ignore[index]
+                writes[u] = 0.0 if write_fraction is None else write_fraction[i] * work[u, -1]
+            else:
+                work[u] = rng.exponential(demand_means)
+                writes[u] = 0.0
+            pending_writes[u] = []
+            enter(u, 0, now)
+        elif kind == LEAVE:
+            leave(a, now)
+        elif kind == REFILL:
+            rep = reps[a][b]
+            rep.advance(now)
+            rep.budget = rep.budget_per_period
+            heapq.heappush(events, (now + rep.period, next(seq), REFILL, a, b, 0))
+            schedule(a, b, now)
+        else:  # SAMPLE
+            assert rec is not None
+            for k, row in enumerate(reps):
+                for r, rep in enumerate(row):
+                    rep.advance(now)
+                    rec.cpu.append((k, r, now, (rep.busy - last_busy[k][r]) / sample))
+                    last_busy[k][r] = rep.busy
+            heapq.heappush(events, (now + sample, next(seq), SAMPLE, 0, 0, 0))
+    end = min(now, horizon)
+    for row in reps:
+        for rep in row:
+            rep.advance(end)
+    span = max(end - warmup, _EPS)
+    util = {}
+    for k, tier in enumerate(tiers):
+        before = 0.0 if busy0 is None else sum(busy0[k])
+        util[tier.name] = (sum(rep.busy for rep in reps[k]) - before) / span
+    return SimOutcome(
+        users=users,
+        throughput=len(rts) / span,
+        response_times=np.asarray(rts),
+        utilization=util,
+        simulated=span,
+        trace=rec,
+    )
+
+
+__all__ = ["SimOutcome", "SimTier", "SimTrace", "simulate_closed"]

@@ -1,0 +1,428 @@
+"""What an n-tier system is made of, read from an experiment's resolved spec.
+
+A tier is a set of identical replicas; each replica runs ``processes`` OS processes in one
+cgroup whose CPU quota is ``cpu`` cores (None: no quota). That is all a queueing model of the
+tier needs besides its measured demands: a replica serves at most min(jobs, processes) cores
+at a time and at most ``cpu`` cores on average over a CFS period.
+
+Design decision: these facts come from the run folder's ``run.json`` (the spec the runner
+validated) rather than from the experiment package, so that estimation and planning read the
+store only; the one rule of the runner that matters here — how many processes a replica gets
+by default — is restated in :func:`default_processes` and checked against the runner by a test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tierscope.errors import InputError
+from tierscope.spec.experiment import ExperimentSpec, TierSpec, parse_experiment, setup_specs
+from tierscope.spec.model import Model, parse_model
+
+#: Tiers in request order: a request enters at the first and calls the next.
+TIER_ORDER = ("web", "app", "db")
+#: Linux CFS bandwidth period the runner sets (cgroups.CFS_PERIOD_US).
+CFS_PERIOD_S = 0.1
+#: CPython's GIL switch interval: a Python server runs one thread for up to this long, so the
+#: embedded tiers serve requests round robin with this time slice.
+PYTHON_SWITCH_INTERVAL_S = 0.005
+
+
+@dataclass(frozen=True)
+class TierFacts:
+    """One tier: its replicas, each with ``processes`` processes and a quota of ``cpu`` cores."""
+
+    name: str
+    replicas: int
+    cpu: float | None
+    processes: int
+    quantum: float | None = None  # round-robin time slice of a request (None: PS)
+
+    @property
+    def replica_capacity(self) -> float:
+        """Cores one replica can use on average (its quota, or its processes)."""
+        return min(self.cpu, self.processes) if self.cpu is not None else float(self.processes)
+
+    @property
+    def capacity(self) -> float:
+        return self.replicas * self.replica_capacity
+
+    def with_changes(self, *, replicas: int | None = None, cpu: float | None = None) -> TierFacts:
+        """The tier with other replicas or quota; processes follow the quota as the runner does."""
+        new = replace(self, replicas=self.replicas if replicas is None else replicas)
+        if cpu is not None:
+            new = replace(new, cpu=cpu, processes=default_processes(TierSpec(cpu=cpu)))
+        return new
+
+
+def default_processes(tier: TierSpec) -> int:
+    """Processes per replica: as given, else enough for the quota (one Python process uses at
+    most one core), else one (the runner's rule, ``targets.embedded.processes_for``)."""
+    if tier.processes is not None:
+        return tier.processes
+    return max(1, math.ceil(tier.cpu)) if tier.cpu is not None else 1
+
+
+def experiment_spec(info: dict[str, Any], *, source: str) -> ExperimentSpec:
+    """The validated experiment spec recorded in a run's ``run.json``."""
+    if info.get("kind") != "experiment" or not isinstance(info.get("spec"), dict):
+        raise InputError(
+            "run.json",
+            info.get("kind"),
+            "a measured run folder (kind 'experiment', written by tierscope run)",
+            source=source,
+        )
+    return parse_experiment(info["spec"], source=f"{source}/run.json")
+
+
+def setup_spec(info: dict[str, Any], setup: str, *, source: str) -> ExperimentSpec:
+    """The spec of one setup of a measured run."""
+    spec = experiment_spec(info, source=source)
+    setups = setup_specs(spec, info["spec"], source=f"{source}/run.json")
+    if setup not in setups:
+        raise InputError("--setup", setup, "one of " + ", ".join(setups), source=source)
+    return setups[setup]
+
+
+def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dict[str, TierFacts]:
+    """Replicas, quota and processes of each tier of ``spec``."""
+    replicas = spec.system.replicas
+    quantum = PYTHON_SWITCH_INTERVAL_S if spec.system.kind == "embedded" else None
+    out = {}
+    for name in tiers:
+        t = spec.system.tier(name)
+        out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t), quantum)
+    return out
+
+
+# ---- the calibrated model ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TierModel:
+    """A tier with its measured demand: CPU seconds per request at the tier, counting a write
+    that every replica runs once (``write_demand`` of it is such a write), and the background
+    cores each replica uses whatever the load."""
+
+    facts: TierFacts
+    demand: float
+    background: float = 0.0
+    write_demand: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def total_demand(self) -> float:
+        """CPU seconds per request over all replicas (each runs the writes)."""
+        return self.demand + (self.facts.replicas - 1) * self.write_demand
+
+    @property
+    def capacity(self) -> float:
+        """Cores left for requests, all replicas together."""
+        return max(self.facts.capacity - self.facts.replicas * self.background, 1e-9)
+
+    @property
+    def max_throughput(self) -> float:
+        return self.capacity / self.total_demand if self.total_demand > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class NTierModel:
+    """A closed n-tier system: tiers in request order, users who think ``think_time`` seconds
+    between requests, a constant ``delay`` outside the tiers, and per-request demand samples
+    (rows: requests, columns: tiers, CPU seconds; ``write_fraction``: the part of the last
+    tier's demand that every replica of it runs)."""
+
+    tiers: tuple[TierModel, ...]
+    think_time: float
+    delay: float = 0.0
+    demand_samples: Any = None  # np.ndarray [S, T] | None
+    write_fraction: Any = None  # np.ndarray [S] | None
+    think_dist: str = "exp"
+    period: float = CFS_PERIOD_S
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tiers)
+
+    def tier(self, name: str) -> TierModel:
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        raise InputError("tier", name, "one of " + ", ".join(self.names))
+
+    @property
+    def has_quota(self) -> bool:
+        return any(t.facts.cpu is not None for t in self.tiers)
+
+    @property
+    def max_throughput(self) -> float:
+        """Throughput bound of the tiers: min over tiers of capacity / demand."""
+        return min(t.max_throughput for t in self.tiers)
+
+    def bottleneck(self) -> str:
+        return min(self.tiers, key=lambda t: t.max_throughput).name
+
+    def with_tier(self, name: str, tier: TierModel) -> NTierModel:
+        self.tier(name)
+        return replace(self, tiers=tuple(tier if t.name == name else t for t in self.tiers))
+
+    def to_model(self, users: int, *, name: str | None = None) -> Model:
+        """The product-form model of the system with ``users`` users (PRODUCT.md §4.1).
+
+        One processor-sharing station per tier with the replicas as servers; a replica's rate
+        multipliers are the cores it serves with j jobs (min(j, processes), capped by its quota
+        less its background), so ``service`` is CPU seconds. Outside delays are a delay station
+        ``outside``. A quota is read as a slower processor here (exact for throughput, pessimistic
+        for response times below saturation: see :mod:`tierscope.domains._quota_sim`).
+        """
+        stations: list[dict[str, Any]] = []
+        demands: dict[str, float] = {}
+        for t in self.tiers:
+            m = t.facts.replicas
+            stations.append(
+                {
+                    "name": t.name,
+                    "type": "queue",
+                    "discipline": "ps",
+                    "servers": m,
+                    "rates": replica_rates(t),
+                }
+            )
+            demands[t.name] = float(t.total_demand)
+        if self.delay > 0:
+            stations.append({"name": "outside", "type": "delay"})
+            demands["outside"] = float(self.delay)
+        doc = {
+            "name": name or "n-tier",
+            "stations": stations,
+            "classes": [
+                {
+                    "name": "users",
+                    "population": int(users),
+                    "think_time": float(self.think_time),
+                    "demands": {k: v for k, v in demands.items() if v > 0},
+                }
+            ],
+        }
+        return parse_model(doc, source="<calibrated model>")
+
+
+def replica_rates(tier: TierModel) -> list[float]:
+    """Rate multipliers r(j), j = 1..L, of a tier station with m = replicas servers.
+
+    With j jobs spread evenly over m replicas, replica i holds j_i of them and serves
+    min(j_i, processes) cores, at most its usable quota; alpha(j) = sum_i of that, and
+    r(j) = alpha(j) / min(j, m) (the schema's alpha(j) = min(j, m) r(j)).
+    """
+    f = tier.facts
+    per_replica = (
+        max(min(f.cpu, f.processes) - tier.background, 1e-9)
+        if f.cpu is not None
+        else f.processes - tier.background
+    )
+    m = f.replicas
+    out = []
+    for j in range(1, m * f.processes + 1):
+        share = [j // m + (1 if i < j % m else 0) for i in range(m)]
+        alpha = sum(min(s, f.processes, per_replica) for s in share)
+        out.append(alpha / min(j, m))
+    # trailing equal values add nothing (the last one repeats)
+    while len(out) > 1 and abs(out[-1] - out[-2]) < 1e-12:
+        out.pop()
+    return out
+
+
+def finite(doc: Any) -> Any:
+    """``doc`` with NaN and infinities as None (JSON has no such numbers)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite(v) for v in doc]
+    if hasattr(doc, "item") and not isinstance(doc, str):  # numpy scalars
+        return finite(doc.item())
+    return doc
+
+
+# ---- solving it ----------------------------------------------------------------------------------
+SOLVERS = ("auto", "quota-sim", "mva")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's answer at one number of users."""
+
+    users: int
+    method: str
+    throughput: float
+    rt_mean: float
+    rt_p50: float | None
+    rt_p95: float | None
+    rt_p99: float | None
+    utilization: dict[str, float]  # busy cores per tier / capacity
+    throughput_hw: float | None = None  # CI half-widths (simulation)
+    rt_mean_hw: float | None = None
+    response_times: Any = None  # np.ndarray of simulated response times
+
+    def rt_quantile(self, q: float) -> float | None:
+        if self.response_times is None or len(self.response_times) == 0:
+            return None
+        import numpy as np
+
+        return float(np.quantile(self.response_times, q))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "users": self.users,
+            "method": self.method,
+            "throughput": self.throughput,
+            "rt_mean": self.rt_mean,
+            "rt_p50": self.rt_p50,
+            "rt_p95": self.rt_p95,
+            "rt_p99": self.rt_p99,
+            "utilization": dict(self.utilization),
+        }
+        if self.throughput_hw is not None:
+            out["ci"] = {"throughput": self.throughput_hw, "rt_mean": self.rt_mean_hw}
+        return out
+
+
+def choose_solver(model: NTierModel, solver: str = "auto") -> tuple[str, str]:
+    """The solver for ``model`` and why."""
+    if solver not in SOLVERS:
+        raise InputError("--solver", solver, "one of " + ", ".join(SOLVERS))
+    if solver != "auto":
+        return solver, "as asked"
+    if model.has_quota:
+        return "quota-sim", (
+            "CPU quotas (CFS bandwidth control) are not product form: a throttled replica runs at "
+            "full speed until its budget is spent, so the quota-aware simulation answers"
+        )
+    return "mva", "no CPU quotas: the product-form model is solved exactly (MVA)"
+
+
+def predict(
+    model: NTierModel,
+    levels: Sequence[int],
+    *,
+    solver: str = "auto",
+    duration: float = 120.0,
+    warmup: float = 5.0,
+    seed: int = 1,
+) -> list[Prediction]:
+    """Throughput, response times and utilisations of ``model`` at each number of users."""
+    method, _ = choose_solver(model, solver)
+    out = []
+    for users in levels:
+        if users < 1:
+            raise InputError("levels", users, "numbers of users >= 1")
+        if method == "mva":
+            out.append(_predict_mva(model, int(users)))
+        else:
+            out.append(_predict_sim(model, int(users), duration=duration, warmup=warmup, seed=seed))
+    return out
+
+
+def _predict_mva(model: NTierModel, users: int) -> Prediction:
+    from tierscope.qn import Network, solve
+
+    sol = solve(Network.from_model(model.to_model(users)), "auto")
+    X = float(sol.throughput[0])
+    util = {}
+    for t in model.tiers:
+        k = sol.station(t.name)
+        util[t.name] = float(X * t.total_demand / t.capacity) if k is not None else 0.0
+    return Prediction(
+        users=users,
+        method="exact-mva" if sol.method == "exact" else sol.method,
+        throughput=X,
+        rt_mean=float(sol.response_time[0]),
+        rt_p50=None,
+        rt_p95=None,
+        rt_p99=None,
+        utilization=util,
+    )
+
+
+def _predict_sim(
+    model: NTierModel, users: int, *, duration: float, warmup: float, seed: int
+) -> Prediction:
+    import numpy as np
+
+    from tierscope.domains._quota_sim import SimTier, simulate_closed
+
+    tiers = [
+        SimTier(
+            t.name,
+            t.facts.replicas,
+            float(t.facts.processes),
+            t.facts.cpu,
+            background=t.background,
+            write_all=(i == len(model.tiers) - 1),
+            quantum=t.facts.quantum,
+        )
+        for i, t in enumerate(model.tiers)
+    ]
+    out = simulate_closed(
+        tiers,
+        users=users,
+        think_time=model.think_time,
+        demand_means=np.array([t.demand for t in model.tiers]),
+        demand_samples=model.demand_samples,
+        write_fraction=model.write_fraction,
+        delay=model.delay,
+        think_dist=model.think_dist,
+        period=model.period,
+        warmup=warmup,
+        duration=duration,
+        seed=seed,
+    )
+    rts = out.response_times
+    x_hw = r_hw = None
+    if rts.size >= 20:
+        # batch means over 10 consecutive batches of completions
+        batches = np.array_split(rts, 10)
+        means = np.array([b.mean() for b in batches])
+        r_hw = float(2.262 * means.std(ddof=1) / np.sqrt(10))  # t(0.975, 9)
+        x_hw = out.throughput * r_hw / max(out.rt_mean + model.think_time, 1e-12)
+    q = (lambda p: out.rt_quantile(p)) if rts.size else (lambda p: None)
+    return Prediction(
+        users=users,
+        method="quota-sim",
+        throughput=out.throughput,
+        rt_mean=out.rt_mean,
+        rt_p50=q(0.5),
+        rt_p95=q(0.95),
+        rt_p99=q(0.99),
+        utilization={
+            t.name: out.utilization[t.name] / max(t.facts.capacity, 1e-12) for t in model.tiers
+        },
+        throughput_hw=x_hw,
+        rt_mean_hw=r_hw,
+        response_times=rts,
+    )
+
+
+__all__ = [
+    "CFS_PERIOD_S",
+    "PYTHON_SWITCH_INTERVAL_S",
+    "SOLVERS",
+    "TIER_ORDER",
+    "NTierModel",
+    "Prediction",
+    "TierFacts",
+    "TierModel",
+    "choose_solver",
+    "default_processes",
+    "experiment_spec",
+    "finite",
+    "predict",
+    "replica_rates",
+    "setup_spec",
+    "tier_facts",
+]

@@ -1,0 +1,193 @@
+"""Rich tables of the estimate, calibrate, whatif and plan documents (``--json`` prints the
+documents themselves, so the two never disagree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tierscope.report.terminal import fmt
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1e3:.3g}"
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v * 100:+.1f} %"
+
+
+def _notes(doc: dict[str, Any]) -> list[RenderableType]:
+    return [Text(f"note: {n}", style="yellow") for n in doc.get("notes", [])]
+
+
+def estimate(doc: dict[str, Any], title: str) -> RenderableType:
+    unit = "CPU s" if doc.get("unit") == "cpu_s" else "s"
+    table = Table(title=f"{title} — method: {doc['method']}", title_justify="left")
+    for col in ("station", "class", f"demand [{unit}]", f"{doc.get('confidence', 0.95):.0%} CI"):
+        table.add_column(col, justify="left" if col in ("station", "class") else "right")
+    for st, by_class in doc["demands"].items():
+        for cl, d in by_class.items():
+            ci = doc.get("ci", {}).get(st, {}).get(cl)
+            table.add_row(
+                st, cl, fmt(d, 4), "—" if ci is None else f"[{fmt(ci[0], 4)}, {fmt(ci[1], 4)}]"
+            )
+    extra = []
+    if "sd" in doc:
+        sd = doc["sd"]
+        extra.append(
+            Text(
+                f"SD: {sd['states_kept']} states kept, divergence {fmt(sd['divergence'], 3)}, "
+                f"{sd['run_time_s']:.2f} s",
+                style="dim",
+            )
+        )
+    return Group(table, *extra, *_notes(doc))
+
+
+def calibration(doc: dict[str, Any], title: str) -> RenderableType:
+    m = doc["model"]
+    tiers = Table(title=f"{title} — calibrated model ({doc['solver']})", title_justify="left")
+    for col in ("tier", "replicas", "cpu/replica", "demand [ms CPU]", "background", "max X [1/s]"):
+        tiers.add_column(col, justify="left" if col == "tier" else "right")
+    for name, t in m["tiers"].items():
+        tiers.add_row(
+            name,
+            str(t["replicas"]),
+            fmt(t["cpu"], 3),
+            f"{t['demand'] * 1e3:.4g}",
+            fmt(t["background"], 3),
+            fmt(t["max_throughput"], 4),
+        )
+    levels = Table(title="model vs measurement", title_justify="left")
+    cols = (
+        "users",
+        "X meas.",
+        "X pred.",
+        "err",
+        "R meas. [ms]",
+        "R pred. [ms]",
+        "err",
+        "p95 meas.",
+        "p95 pred.",
+    )
+    for col in cols:
+        levels.add_column(col, justify="right")
+    for r in doc["levels"]:
+        me, pr, er = r["measured"], r["predicted"], r["error"]
+        levels.add_row(
+            fmt(r["level"], 4),
+            fmt(me["throughput"], 4),
+            fmt(pr["throughput"], 4),
+            _pct(er["throughput"]),
+            _ms(me["rt_mean"]),
+            _ms(pr["rt_mean"]),
+            _pct(er["rt_mean"]),
+            _ms(me.get("rt_p95")),
+            _ms(pr.get("rt_p95")),
+        )
+    s = doc["summary"]
+    peak = s["peak_throughput"]
+    lines = [
+        Text(
+            f"think time {m['think_time']:.4g} s, outside delay {m['outside_delay'] * 1e3:.3g} ms; "
+            f"bottleneck {m['bottleneck']} (max {fmt(m['max_throughput'], 4)}/s)"
+        ),
+        Text(
+            f"peak throughput: measured {fmt(peak['measured'], 4)}/s, predicted "
+            f"{fmt(peak['predicted'], 4)}/s ({_pct(peak['error'])})",
+            style="bold",
+        ),
+    ]
+    r70 = s.get("rt_at_70pct_peak")
+    if r70:
+        lines.append(
+            Text(
+                f"mean response time at 70 % of peak ({r70['users']:.3g} users): measured "
+                f"{_ms(r70['measured'])} ms, predicted {_ms(r70['predicted'])} ms "
+                f"({_pct(r70['error'])})",
+                style="bold",
+            )
+        )
+    return Group(tiers, levels, *lines, *_notes(doc))
+
+
+def whatif(doc: dict[str, Any], title: str) -> RenderableType:
+    table = Table(title=f"{title} — what if {', '.join(doc['changes'])}", title_justify="left")
+    cols = (
+        "users",
+        "X meas.",
+        "X now",
+        "X changed",
+        "R meas. [ms]",
+        "R now [ms]",
+        "R changed [ms]",
+        "p95 changed [ms]",
+    )
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in doc["levels"]:
+        me = r.get("measured", {}).get("measured", {}) if r.get("measured") else {}
+        b, c = r["baseline"], r["changed"]
+        table.add_row(
+            str(r["users"]),
+            fmt(me.get("throughput"), 4),
+            fmt(b["throughput"], 4),
+            fmt(c["throughput"], 4),
+            _ms(me.get("rt_mean")),
+            _ms(b["rt_mean"]),
+            _ms(c["rt_mean"]),
+            _ms(c.get("rt_p95")),
+        )
+    cap = doc["capacity"]
+    line = Text(
+        f"capacity {fmt(cap['baseline'], 4)}/s ({cap['baseline_bottleneck']}) -> "
+        f"{fmt(cap['changed'], 4)}/s ({cap['changed_bottleneck']})",
+        style="bold",
+    )
+    return Group(table, line)
+
+
+def plan(doc: dict[str, Any], title: str) -> RenderableType:
+    table = Table(title=f"{title} — SLO {', '.join(doc['slo'])}", title_justify="left")
+    cols = (
+        "users",
+        "cheapest",
+        "cpu web/app/db",
+        "$/h",
+        "p95 [ms]",
+        "profit-optimal",
+        "cpu",
+        "profit $/h",
+    )
+    for col in cols:
+        table.add_column(col, justify="right")
+
+    def cpus(e: dict[str, Any]) -> str:
+        return "/".join(fmt(t["cpu"], 2) for t in e["tiers"].values())
+
+    for lv in doc["levels"]:
+        c, p = lv["cheapest"], lv["profit_optimal"]
+        table.add_row(
+            str(lv["users"]),
+            c["topology"] if c else "none",
+            cpus(c) if c else "—",
+            fmt(c["cost_per_hour"], 3) if c else "—",
+            _ms(c["predicted"].get("rt_p95")) if c else "—",
+            p["topology"] if p else "—",
+            cpus(p) if p else "—",
+            fmt(p["profit_per_hour"], 3) if p else "—",
+        )
+    hints = [
+        Text(
+            f"{lv['users']} users: tierscope run SPEC "
+            + " ".join(f"--set {o}" for o in lv["cheapest"]["overrides"]),
+            style="dim",
+        )
+        for lv in doc["levels"]
+        if lv["cheapest"]
+    ]
+    return Group(table, *hints)

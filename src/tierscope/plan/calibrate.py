@@ -1,0 +1,408 @@
+"""Calibrate a queueing model of a measured n-tier system and validate it against the sweep.
+
+From a run folder of the embedded (or any web/app/db) system: the topology, quotas and processes
+come from the run's spec; the CPU demand of every request at every tier from complete
+information (the measured CPU of each node shared among the requests present, so the shape of
+the demand distribution — the interaction mix — is kept); the mean demand and each tier's
+background CPU from the utilisation law with an intercept (UBR), to which the per-request
+demands are scaled; the think time from the closed-loop law N = X (Z + R) at unsaturated
+levels (it includes the client's own time between requests); the time spent outside the tiers
+(network, client) as the one constant that makes the model match the lowest level.
+
+Design decision: every measured level is *predicted*, none is fitted except the lowest level's
+response time (through the outside delay), so the validation table is an honest out-of-sample
+check. The solver is the best available (:func:`tierscope.domains.ntier.choose_solver`): the
+quota-aware simulation when tiers have CPU quotas, exact MVA otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tierscope.domains.ntier import (
+    NTierModel,
+    Prediction,
+    TierModel,
+    choose_solver,
+    finite,
+    predict,
+    setup_spec,
+    tier_facts,
+)
+from tierscope.errors import InputError
+from tierscope.estimate import CI, UBR, observations_from_run
+from tierscope.store import Run
+
+#: Levels whose busiest tier is below this utilisation estimate the think time.
+UNSATURATED = 0.8
+#: Levels whose busiest tier is below this utilisation fit the outside delay.
+LIGHT = 0.5
+#: UBR and CI mean demands may disagree this much before UBR is distrusted.
+AGREEMENT = 0.3
+
+
+@dataclass
+class Calibration:
+    """A calibrated model, its predictions at the measured levels and the errors."""
+
+    model: NTierModel
+    setup: str
+    solver: str
+    solver_reason: str
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    estimates: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    def model_document(self, users: int | None = None) -> dict[str, Any]:
+        """The product-form model file (PRODUCT.md §4.1) at ``users`` (default: top level)."""
+        top = users or int(max(r["level"] for r in self.rows))
+        m = self.model.to_model(top, name=f"calibrated-{self.setup}")
+        return m.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return finite(
+            {
+                "setup": self.setup,
+                "solver": self.solver,
+                "solver_reason": self.solver_reason,
+                "model": model_summary(self.model),
+                "estimates": self.estimates,
+                "levels": self.rows,
+                "summary": self.summary,
+                "notes": list(self.notes),
+            }
+        )
+
+
+def model_summary(model: NTierModel) -> dict[str, Any]:
+    return {
+        "tiers": {
+            t.name: {
+                "replicas": t.facts.replicas,
+                "cpu": t.facts.cpu,
+                "processes": t.facts.processes,
+                "demand": t.demand,
+                "write_demand": t.write_demand,
+                "background": t.background,
+                "max_throughput": t.max_throughput,
+            }
+            for t in model.tiers
+        },
+        "think_time": model.think_time,
+        "outside_delay": model.delay,
+        "max_throughput": model.max_throughput,
+        "bottleneck": model.bottleneck(),
+    }
+
+
+def measured_levels(run: Run, setup: str) -> pl.DataFrame:
+    """Mean of each level's repetitions: level, throughput, rt_mean, rt_p95, tier utilisations."""
+    assert run.points is not None
+    pts = run.points.filter(pl.col("setup") == setup)
+    util_cols = [c for c in pts.columns if c.endswith(".cpu_cores")]
+    return (
+        pts.group_by("level")
+        .agg(
+            pl.col("throughput").mean(),
+            pl.col("rt_mean").mean(),
+            pl.col("rt_p95").mean(),
+            pl.col("rt_p99").mean(),
+            pl.len().alias("reps"),
+            *[pl.col(c).mean() for c in util_cols],
+        )
+        .sort("level")
+    )
+
+
+def build_model(
+    run: Run, *, setup: str | None = None, window: float = 1.0
+) -> tuple[NTierModel, dict[str, Any], list[str]]:
+    """The calibrated model of one setup of ``run`` (before the outside delay is fitted),
+    the estimates it rests on, and notes."""
+    assert run.points is not None
+    setup = setup or run.points["setup"][0]
+    source = str(run.path)
+    spec = setup_spec(run.info, setup, source=source)
+    if spec.workload_mode != "closed":
+        raise InputError(
+            "workload.mode",
+            spec.workload_mode,
+            "a closed workload (users and think time)",
+            source=source,
+        )
+    obs = observations_from_run(run, window=window, setup=setup)
+    notes = list(obs.notes)
+    ci = CI(n_boot=0).fit(obs)
+    samples = ci.request_demands_.select(obs.stations).to_numpy()
+    ci_mean = samples.mean(axis=0)
+    ubr = UBR(background=True, n_boot=0).fit(obs)
+    facts = tier_facts(spec, obs.stations)
+    demand = ubr.demands_[:, 0].copy()
+    background = ubr.background_.copy()
+    for k, st in enumerate(obs.stations):
+        if not (ci_mean[k] > 0 and abs(demand[k] / ci_mean[k] - 1) <= AGREEMENT):
+            notes.append(
+                f"{st}: the utilisation law ({demand[k]:.3g} s) and the request records "
+                f"({ci_mean[k]:.3g} s) disagree; the records' demand is used, no background"
+            )
+            demand[k], background[k] = ci_mean[k], 0.0
+    # A replicated last tier runs every write at each replica: split its demand into the
+    # single copy a request needs and the write part each replica repeats.
+    last = len(obs.stations) - 1
+    m = facts[obs.stations[last]].replicas
+    write_total = _write_demand(obs, ci.request_demands_["request"])
+    copy = samples[:, last] - write_total * (m - 1) / m
+    single_mean = float(copy.mean())
+    demand_single = demand.copy()
+    if ci_mean[last] > 0:
+        demand_single[last] = demand[last] * single_mean / ci_mean[last]
+    write_fraction = np.divide(write_total / m, copy, out=np.zeros_like(copy), where=copy > 0)
+    samples[:, last] = copy
+    mean_now = samples.mean(axis=0)
+    scale = np.where(mean_now > 0, demand_single / np.where(mean_now > 0, mean_now, 1), 0.0)
+    samples = samples * scale[None, :]
+    write_demand = float((write_fraction * samples[:, last]).mean())
+    if m == 1 and spec.workload.get("mix") == "read-write":
+        notes.append(
+            f"one {obs.stations[last]} replica: its writes cannot be told from its reads, so "
+            "a prediction with more replicas assumes every query runs at one replica only"
+        )
+    tiers = tuple(
+        TierModel(
+            facts[st],
+            float(demand_single[k]),
+            float(background[k]) / facts[st].replicas,
+            write_demand if k == last else 0.0,
+        )
+        for k, st in enumerate(obs.stations)
+    )
+    levels = measured_levels(run, setup)
+    think, think_note = _think_time(levels, tiers)
+    notes.append(think_note)
+    model = NTierModel(
+        tiers=tiers,
+        think_time=think,
+        demand_samples=samples,
+        write_fraction=write_fraction if write_demand > 0 else None,
+    )
+    estimates = {
+        "demand_ubr": {st: float(ubr.demands_[k, 0]) for k, st in enumerate(obs.stations)},
+        "background_ubr": {st: float(ubr.background_[k]) for k, st in enumerate(obs.stations)},
+        "demand_ci": {st: float(ci_mean[k]) for k, st in enumerate(obs.stations)},
+        "requests": int(samples.shape[0]),
+        "windows": obs.n_windows,
+        "unit": "cpu_s",
+    }
+    return model, estimates, notes
+
+
+def _write_demand(obs: Any, requests: pl.Series) -> np.ndarray:
+    """CPU seconds of each request's writes at the last tier, all replicas together."""
+    from tierscope.estimate.ci import segment_demands
+
+    assert obs.records is not None
+    seg = obs.records.segments
+    if "write" not in seg.columns or not seg["write"].any():
+        return np.zeros(requests.len())
+    seg = seg.with_columns(pl.Series("demand", segment_demands(obs.records)))
+    per = (
+        seg.filter(pl.col("write") & (pl.col("station") == obs.stations[-1]))
+        .group_by("request")
+        .agg(pl.col("demand").sum())
+    )
+    joined = pl.DataFrame({"request": requests}).join(per, on="request", how="left")
+    return joined["demand"].fill_null(0.0).to_numpy()
+
+
+def _think_time(levels: pl.DataFrame, tiers: tuple[TierModel, ...]) -> tuple[float, str]:
+    """Z from N = X (Z + R) at levels where no tier is near saturation."""
+    zs, all_zs = [], []
+    for r in levels.iter_rows(named=True):
+        if not (r["throughput"] > 0 and math.isfinite(r["rt_mean"] or math.nan)):
+            continue
+        z = r["level"] / r["throughput"] - r["rt_mean"]
+        all_zs.append(z)
+        busiest = max((r.get(f"{t.name}.cpu_cores") or 0.0) / max(t.capacity, 1e-12) for t in tiers)
+        if busiest < UNSATURATED:
+            zs.append(z)
+    pool = zs or all_zs
+    if not pool:
+        raise InputError("points", "throughput", "levels with completed requests")
+    z = max(float(np.median(pool)), 0.0)
+    return z, f"think time {z:.4g} s from N = X (Z + R) at {len(pool)} unsaturated level(s)"
+
+
+def fit_model(
+    run: Run,
+    *,
+    setup: str | None = None,
+    window: float = 1.0,
+    solver: str = "auto",
+    seed: int = 1,
+) -> tuple[NTierModel, dict[str, Any], list[str]]:
+    """The calibrated model of one setup of ``run``, with the outside delay fitted to the
+    lightly loaded levels; also the estimates it rests on and notes."""
+    assert run.points is not None
+    setup = setup or run.points["setup"][0]
+    model, estimates, notes = build_model(run, setup=setup, window=window)
+    method, _ = choose_solver(model, solver)
+    levels = measured_levels(run, setup)
+    light = _light_levels(levels, model)
+    base = predict(model, light["users"], solver=method, duration=400.0, seed=seed)
+    residual = [float(r) - p.rt_mean for r, p in zip(light["rt"], base, strict=True)]
+    delay = max(0.0, float(np.median(residual)))
+    model = replace(model, delay=delay)
+    used = ", ".join(str(u) for u in light["users"])
+    notes.append(
+        f"outside delay {delay * 1e3:.3g} ms (network, client): the median of what the "
+        f"tiers leave of the response time at {used} users (busiest tier below "
+        f"{LIGHT:.0%}); every level is predicted with it"
+    )
+    estimates["outside_delay_levels"] = light["users"]
+    return model, estimates, notes
+
+
+def _light_levels(levels: pl.DataFrame, model: NTierModel) -> dict[str, list]:
+    """The levels whose busiest tier is below LIGHT (at least the lowest level)."""
+    users, rts = [], []
+    for i, r in enumerate(levels.iter_rows(named=True)):
+        busiest = max(r["throughput"] * t.total_demand / t.capacity for t in model.tiers)
+        if (busiest < LIGHT or i == 0) and math.isfinite(r["rt_mean"] or math.nan):
+            users.append(round(r["level"]))
+            rts.append(r["rt_mean"])
+    return {"users": users, "rt": rts}
+
+
+def calibrate(
+    run: Run,
+    *,
+    setup: str | None = None,
+    window: float = 1.0,
+    solver: str = "auto",
+    duration: float = 300.0,
+    seed: int = 1,
+) -> Calibration:
+    """Calibrate the model of ``run`` and predict every measured level."""
+    assert run.points is not None
+    setup = setup or run.points["setup"][0]
+    model, estimates, notes = fit_model(run, setup=setup, window=window, solver=solver, seed=seed)
+    method, why = choose_solver(model, solver)
+    levels = measured_levels(run, setup)
+    users = [round(v) for v in levels["level"].to_list()]
+    preds = predict(model, users, solver=method, duration=duration, seed=seed)
+    rows = [comparison_row(r, p) for r, p in zip(levels.iter_rows(named=True), preds, strict=True)]
+    return Calibration(
+        model=model,
+        setup=setup,
+        solver=method,
+        solver_reason=why,
+        rows=rows,
+        summary=accuracy_summary(rows, model),
+        estimates=estimates,
+        notes=notes,
+    )
+
+
+def comparison_row(measured: dict[str, Any], p: Prediction) -> dict[str, Any]:
+    """One level of the validation table."""
+    x_m, r_m = measured["throughput"], measured["rt_mean"]
+    return {
+        "level": measured["level"],
+        "measured": {
+            "throughput": x_m,
+            "rt_mean": r_m,
+            "rt_p95": measured.get("rt_p95"),
+            "rt_p99": measured.get("rt_p99"),
+        },
+        "predicted": p.to_dict(),
+        "error": {
+            "throughput": _rel(p.throughput, x_m),
+            "rt_mean": _rel(p.rt_mean, r_m),
+            "rt_p95": _rel(p.rt_p95, measured.get("rt_p95")),
+        },
+    }
+
+
+def _rel(pred: float | None, meas: float | None) -> float | None:
+    if pred is None or meas is None or not (meas > 0) or not math.isfinite(pred):
+        return None
+    return float((pred - meas) / meas)
+
+
+def accuracy_summary(rows: list[dict[str, Any]], model: NTierModel) -> dict[str, Any]:
+    """Peak throughput and the mean response time at 70 % of the measured peak, measured vs
+    predicted, with relative errors (the acceptance numbers of a calibration)."""
+    lv = np.array([r["level"] for r in rows], dtype=float)
+    xm = np.array([r["measured"]["throughput"] for r in rows])
+    xp = np.array([r["predicted"]["throughput"] for r in rows])
+    rm = np.array([r["measured"]["rt_mean"] for r in rows])
+    rp = np.array([r["predicted"]["rt_mean"] for r in rows])
+    peak_m, peak_p = float(xm.max()), float(xp.max())
+    out: dict[str, Any] = {
+        "peak_throughput": {
+            "measured": peak_m,
+            "predicted": peak_p,
+            "error": _rel(peak_p, peak_m),
+            "model_bound": model.max_throughput,
+        },
+        "mean_abs_error": {
+            "throughput": float(np.mean(np.abs(xp / xm - 1))),
+            "rt_mean": float(np.mean(np.abs(rp / rm - 1))),
+        },
+    }
+    target = 0.7 * peak_m
+    i_peak = int(np.argmax(xm))
+    below = np.flatnonzero(xm[: i_peak + 1] <= target)
+    if below.size and below[-1] < i_peak:
+        # Both curves are read at the same number of users, linearly between the two sweep
+        # levels around 70 % of the measured peak, so they are compared like for like.
+        i = int(below[-1])
+        f = (target - xm[i]) / (xm[i + 1] - xm[i])
+        r_meas = float(rm[i] + f * (rm[i + 1] - rm[i]))
+        r_pred = float(rp[i] + f * (rp[i + 1] - rp[i]))
+        out["rt_at_70pct_peak"] = {
+            "users": float(lv[i] + f * (lv[i + 1] - lv[i])),
+            "throughput": target,
+            "measured": r_meas,
+            "predicted": r_pred,
+            "error": _rel(r_pred, r_meas),
+            "between_levels": [float(lv[i]), float(lv[i + 1])],
+        }
+    return out
+
+
+def model_vs_measurement(cal: Calibration) -> dict[str, list[Any]]:
+    """Columns for a "model vs measurement" figure: one entry per measured level."""
+    rows = cal.rows
+    return finite(
+        {
+            "level": [r["level"] for r in rows],
+            "measured_throughput": [r["measured"]["throughput"] for r in rows],
+            "predicted_throughput": [r["predicted"]["throughput"] for r in rows],
+            "predicted_throughput_hw": [
+                (r["predicted"].get("ci") or {}).get("throughput") for r in rows
+            ],
+            "measured_rt_mean": [r["measured"]["rt_mean"] for r in rows],
+            "predicted_rt_mean": [r["predicted"]["rt_mean"] for r in rows],
+            "predicted_rt_mean_hw": [(r["predicted"].get("ci") or {}).get("rt_mean") for r in rows],
+            "measured_rt_p95": [r["measured"]["rt_p95"] for r in rows],
+            "predicted_rt_p95": [r["predicted"]["rt_p95"] for r in rows],
+        }
+    )
+
+
+__all__ = [
+    "Calibration",
+    "build_model",
+    "calibrate",
+    "fit_model",
+    "measured_levels",
+    "model_summary",
+    "model_vs_measurement",
+]

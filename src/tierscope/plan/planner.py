@@ -1,0 +1,252 @@
+"""Capacity planning: the cheapest configuration that meets the SLO, and the profit-optimal one,
+for each workload level (seed 001 §2.3, CloudXplor's "profit-optimal configuration per
+workload").
+
+A configuration is the replicas and CPU quota per replica of every tier that may change. All
+of them are priced and walked from the cheapest up; each is predicted by the calibrated model
+until one meets the SLO. Two rules keep the walk short without losing the optimum: a
+configuration whose capacity is below the throughput of users answered within (twice) the
+SLO's threshold is skipped, and a
+configuration *dominated* by one that already failed — no more replicas and no more CPU in any
+tier — is skipped, because fewer resources never make a closed system faster. The
+profit-optimal configuration is the one with the largest revenue minus cost among those
+evaluated (the cheapest meeting the SLO, the cheaper ones that failed, and the next few dearer
+ones), with CloudXplor's "monotonic along cost" rule: a dearer configuration earns at least
+what a cheaper one earns (it could be run like it), which keeps simulation noise from
+inventing a profit optimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tierscope.domains.ntier import NTierModel, Prediction, finite, predict
+from tierscope.errors import InputError
+from tierscope.plan.sla import (
+    Objective,
+    cost_per_hour,
+    describe_bands,
+    revenue_per_hour,
+    slo_met,
+)
+from tierscope.plan.whatif import scale_demand_samples
+from tierscope.spec.prices import Prices
+
+#: Dearer configurations evaluated after the cheapest one that meets the SLO (profit table).
+EXTRA_FOR_PROFIT = 4
+
+
+@dataclass(frozen=True)
+class Config:
+    replicas: dict[str, int]
+    cpu: dict[str, float | None]
+
+    def key(self) -> tuple:
+        return tuple(sorted(self.replicas.items())) + tuple(sorted(self.cpu.items()))
+
+    def topology(self, tiers: tuple[str, ...]) -> str:
+        return "/".join(str(self.replicas[t]) for t in tiers)
+
+    def overrides(self, tiers: tuple[str, ...]) -> list[str]:
+        """``tierscope run --set`` arguments that deploy this configuration."""
+        out = [f"system.topology={self.topology(tiers)}"]
+        out += [f"system.tiers.{t}.cpu={self.cpu[t]:g}" for t in tiers if self.cpu[t] is not None]
+        return out
+
+    def to_dict(self, tiers: tuple[str, ...]) -> dict[str, Any]:
+        return {
+            "topology": self.topology(tiers),
+            "tiers": {t: {"replicas": self.replicas[t], "cpu": self.cpu[t]} for t in tiers},
+            "overrides": self.overrides(tiers),
+        }
+
+
+@dataclass
+class Evaluated:
+    config: Config
+    cost: float
+    prediction: Prediction
+    meets: bool
+    revenue: float = 0.0
+
+    @property
+    def profit(self) -> float:
+        return self.revenue - self.cost
+
+
+@dataclass
+class LevelPlan:
+    users: int
+    cheapest: Evaluated | None
+    profit_optimal: Evaluated | None
+    evaluated: list[Evaluated] = field(default_factory=list)
+
+
+def configure(model: NTierModel, config: Config) -> NTierModel:
+    """``model`` with the replicas and quotas of ``config``."""
+    new = model
+    for t in model.tiers:
+        facts = t.facts.with_changes(replicas=config.replicas[t.name], cpu=config.cpu[t.name])
+        new = new.with_tier(t.name, replace(t, facts=facts))
+    return scale_demand_samples(model, new)
+
+
+def search_space(model: NTierModel, prices: Prices) -> tuple[list[Config], np.ndarray]:
+    """Every configuration of the search space, with its cost per hour, cheapest first."""
+    tiers = model.names
+    free = prices.search.tiers or list(tiers)
+    unknown = [t for t in free if t not in tiers]
+    if unknown:
+        raise InputError("search.tiers", unknown[0], "tiers of the run: " + ", ".join(tiers))
+    options = []
+    for t in model.tiers:
+        if t.name in free:
+            opts = [
+                (r, c)
+                for r in prices.search.replicas
+                for c in prices.search.cpu
+                if c > t.background  # a quota must leave room above the tier's background CPU
+            ]
+        else:
+            opts = [(t.facts.replicas, t.facts.cpu)]
+        options.append(opts)
+    configs = [
+        Config(
+            {t: o[0] for t, o in zip(tiers, combo, strict=True)},
+            {t: o[1] for t, o in zip(tiers, combo, strict=True)},
+        )
+        for combo in itertools.product(*options)
+    ]
+    costs = np.array([cost_per_hour(prices, c.replicas, c.cpu) for c in configs])
+    order = np.argsort(costs, kind="stable")
+    return [configs[i] for i in order], costs[order]
+
+
+def _dominated(config: Config, failed: list[Config]) -> bool:
+    for f in failed:
+        if all(
+            config.replicas[t] <= f.replicas[t]
+            and (config.cpu[t] or np.inf) <= (f.cpu[t] or np.inf)
+            for t in config.replicas
+        ):
+            return True
+    return False
+
+
+def plan(
+    model: NTierModel,
+    levels: list[int],
+    objectives: list[Objective],
+    prices: Prices,
+    *,
+    solver: str = "auto",
+    duration: float = 120.0,
+    seed: int = 1,
+    max_evaluations: int = 60,
+    margin: float = 0.1,
+) -> list[LevelPlan]:
+    """For each number of users: the cheapest configuration meeting every objective and the
+    profit-optimal one. ``margin``: the headroom asked of the prediction (0.1: the statistic
+    must be 10 % below its bound), against model error and the noise of a real run."""
+    if not 0 <= margin < 1:
+        raise InputError("--margin", margin, "a fraction in [0, 1)")
+    if not objectives:
+        raise InputError("--slo", None, "at least one objective, e.g. p95<0.5")
+    threshold = min(o.threshold for o in objectives)
+    slack = max(o.threshold for o in objectives)
+    configs, costs = search_space(model, prices)
+    out = []
+    for users in levels:
+        seen: list[Evaluated] = []
+        failed: list[Config] = []
+        cheapest = None
+        extra = 0
+        for config, cost in zip(configs, costs, strict=True):
+            if len(seen) >= max_evaluations or extra >= EXTRA_FOR_PROFIT:
+                break
+            if _dominated(config, failed):
+                continue
+            candidate = configure(model, config)
+            if candidate.max_throughput * (model.think_time + model.delay + 2 * slack) < users:
+                # Users answered within the SLO cycle in about Z + T: this configuration cannot
+                # carry that throughput at all.
+                failed.append(config)
+                continue
+            p = predict(candidate, [users], solver=solver, duration=duration, seed=seed)[0]
+            ev = Evaluated(config, float(cost), p, slo_met(objectives, p, margin))
+            ev.revenue = revenue_per_hour(prices, threshold, p)
+            seen.append(ev)
+            if cheapest is None:
+                if ev.meets:
+                    cheapest = ev
+                else:
+                    failed.append(config)
+            else:
+                extra += 1
+        out.append(LevelPlan(int(users), cheapest, _profit_optimal(seen), seen))
+    return out
+
+
+def _profit_optimal(seen: list[Evaluated]) -> Evaluated | None:
+    """Largest profit with revenue made monotonic along cost (CloudXplor)."""
+    if not seen:
+        return None
+    by_cost = sorted(seen, key=lambda e: e.cost)
+    best_rev, best, best_profit = -np.inf, None, -np.inf
+    for e in by_cost:
+        best_rev = max(best_rev, e.revenue)
+        profit = best_rev - e.cost
+        if profit > best_profit + 1e-12:
+            best, best_profit = e, profit
+    return best
+
+
+def plan_document(
+    model: NTierModel,
+    plans: list[LevelPlan],
+    objectives: list[Objective],
+    prices: Prices,
+    margin: float = 0.1,
+) -> dict[str, Any]:
+    tiers = model.names
+    threshold = min(o.threshold for o in objectives)
+
+    def ev_doc(e: Evaluated | None) -> dict[str, Any] | None:
+        if e is None:
+            return None
+        return {
+            **e.config.to_dict(tiers),
+            "cost_per_hour": e.cost,
+            "revenue_per_hour": e.revenue,
+            "profit_per_hour": e.profit,
+            "meets_slo": e.meets,
+            "predicted": e.prediction.to_dict(),
+        }
+
+    return finite(
+        {
+            "slo": [str(o) for o in objectives],
+            "margin": margin,
+            "sla": describe_bands(prices, threshold),
+            "costs": {t: prices.tier_price(t).model_dump() for t in tiers},
+            "levels": [
+                {
+                    "users": p.users,
+                    "cheapest": ev_doc(p.cheapest),
+                    "profit_optimal": ev_doc(p.profit_optimal),
+                    "evaluated": len(p.evaluated),
+                    "note": None
+                    if p.cheapest is not None
+                    else "no configuration of the search space meets the SLO",
+                }
+                for p in plans
+            ],
+        }
+    )
+
+
+__all__ = ["Config", "Evaluated", "LevelPlan", "configure", "plan", "plan_document", "search_space"]

@@ -1,0 +1,180 @@
+"""The n-tier model: facts from specs, the product-form model file, the quota-aware simulator
+against closed forms, exact MVA and CFS arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tierscope.domains._quota_sim import SimTier, simulate_closed
+from tierscope.domains.ntier import (
+    NTierModel,
+    TierFacts,
+    TierModel,
+    default_processes,
+    predict,
+    replica_rates,
+    tier_facts,
+)
+from tierscope.experiment.targets.embedded import processes_for
+from tierscope.qn import Network, solve
+from tierscope.spec.experiment import TierSpec, parse_experiment
+
+
+@pytest.mark.parametrize("cpu", [None, 0.2, 0.8, 1.0, 1.5, 2.4])
+def test_processes_follow_the_runners_rule(cpu: float | None) -> None:
+    spec = TierSpec(cpu=cpu)
+    assert default_processes(spec) == processes_for(spec)
+
+
+def test_tier_facts_from_a_spec() -> None:
+    spec = parse_experiment(
+        {
+            "system": {"topology": "1/2/1", "tiers": {"app": {"cpu": 1.5}, "db": {"cpu": 0.2}}},
+            "sweep": {"levels": [1]},
+        }
+    )
+    f = tier_facts(spec)
+    assert f["app"] == TierFacts("app", 2, 1.5, 2, quantum=0.005)
+    assert f["app"].capacity == pytest.approx(3.0)
+    assert f["db"].capacity == pytest.approx(0.2)
+    assert f["web"].cpu is None and f["web"].capacity == 1.0
+
+
+def test_replica_rates_spread_jobs_over_replicas() -> None:
+    # two replicas of 2 processes with 1.5 cores each: alpha(j) = 1, 2, 2.5, 3 for j = 1..4
+    tier = TierModel(TierFacts("app", 2, 1.5, 2), demand=0.01)
+    r = replica_rates(tier)
+    alpha = [min(j, 2) * r[min(j, len(r)) - 1] for j in range(1, 6)]
+    assert alpha == pytest.approx([1.0, 2.0, 2.5, 3.0, 3.0])
+    # a quota below one core: every job count gets the quota
+    assert replica_rates(TierModel(TierFacts("db", 1, 0.2, 1), 0.01)) == pytest.approx([0.2])
+
+
+def _model(
+    cpu: dict[str, float | None], demand: dict[str, float], think: float = 0.5
+) -> NTierModel:
+    tiers = tuple(
+        TierModel(TierFacts(t, 1, cpu[t], default_processes(TierSpec(cpu=cpu[t]))), demand[t])
+        for t in ("web", "app", "db")
+    )
+    return NTierModel(tiers=tiers, think_time=think)
+
+
+def test_the_model_file_is_the_product_form_reading_of_the_quotas() -> None:
+    model = _model({"web": 0.5, "app": 0.8, "db": 0.2}, {"web": 3e-4, "app": 1.3e-3, "db": 1.6e-3})
+    doc = model.to_model(200)
+    sol = solve(Network.from_model(doc), "exact")
+    # saturated: the db station serves 0.2 cores of work -> X = 0.2 / D_db
+    assert sol.throughput[0] == pytest.approx(0.2 / 1.6e-3, rel=1e-3)
+    assert model.max_throughput == pytest.approx(125.0)
+    assert model.bottleneck() == "db"
+
+
+def test_simulation_without_quotas_agrees_with_exact_mva() -> None:
+    model = _model(
+        {"web": None, "app": None, "db": None}, {"web": 2e-3, "app": 6e-3, "db": 8e-3}, think=0.2
+    )
+    for users in (5, 40):
+        exact = predict(model, [users], solver="mva")[0]
+        sim = predict(model, [users], solver="quota-sim", duration=600, seed=2)[0]
+        assert sim.throughput == pytest.approx(exact.throughput, rel=0.02)
+        assert sim.rt_mean == pytest.approx(exact.rt_mean, rel=0.05)
+
+
+def test_a_quota_caps_throughput_at_quota_over_demand() -> None:
+    tiers = [SimTier("db", 1, 1.0, 0.2)]
+    out = simulate_closed(
+        tiers, users=60, think_time=0.1, demand_means=np.array([2e-3]), duration=200, seed=3
+    )
+    assert out.throughput == pytest.approx(0.2 / 2e-3, rel=0.02)
+    assert out.utilization["db"] == pytest.approx(0.2, rel=0.01)
+
+
+def test_below_the_budget_a_quota_does_not_slow_a_request_down() -> None:
+    """One user, 1 ms of CPU per request, 20 ms of budget per period: every request runs at
+    full speed (R = D); the product-form reading would say D / q = 5 ms."""
+    tiers = [SimTier("db", 1, 1.0, 0.2)]
+    out = simulate_closed(
+        tiers,
+        users=1,
+        think_time=0.3,
+        demand_means=np.array([1e-3]),
+        demand_samples=np.array([[1e-3]]),
+        duration=100,
+    )
+    np.testing.assert_allclose(out.response_times, 1e-3, rtol=1e-9)
+
+
+def test_a_request_larger_than_the_budget_waits_for_the_next_periods() -> None:
+    """50 ms of CPU with 20 ms of budget per 100 ms. Arriving at offset φ of a period with a
+    full budget it runs 20 ms (or to the period's end), then 20 ms in the next period, then the
+    rest in the third: R = 210 ms - φ for φ <= 80 ms and 130 ms beyond, so never below 130 ms;
+    arriving with part of the budget already used costs at most one period more."""
+    tiers = [SimTier("db", 1, 1.0, 0.2)]
+    out = simulate_closed(
+        tiers,
+        users=1,
+        think_time=1.0,
+        demand_means=np.array([0.05]),
+        demand_samples=np.array([[0.05]]),
+        duration=300,
+    )
+    rt = out.response_times
+    assert rt.min() == pytest.approx(0.13, abs=1e-9)
+    assert np.all(rt >= 0.13 - 1e-9) and np.all(rt <= 0.31)
+
+
+def test_writes_run_at_every_replica_of_the_last_tier() -> None:
+    tiers = [SimTier("db", 2, 1.0, 0.2, write_all=True)]
+    kw = dict(users=80, think_time=0.1, demand_means=np.array([2e-3]), duration=150, seed=4)
+    samples = np.array([[2e-3]])
+    reads = simulate_closed(tiers, demand_samples=samples, write_fraction=np.array([0.0]), **kw)
+    writes = simulate_closed(tiers, demand_samples=samples, write_fraction=np.array([1.0]), **kw)
+    assert reads.throughput == pytest.approx(2 * 0.2 / 2e-3, rel=0.03)
+    assert writes.throughput == pytest.approx(0.2 / 2e-3, rel=0.03)
+
+
+def test_traces_account_for_every_cpu_second() -> None:
+    tiers = [SimTier("app", 1, 1.0, 0.5), SimTier("db", 1, 1.0, 0.2)]
+    out = simulate_closed(
+        tiers,
+        users=20,
+        think_time=0.2,
+        demand_means=np.array([1e-3, 2e-3]),
+        warmup=0.0,
+        duration=30,
+        trace=True,
+    )
+    assert out.trace is not None
+    cpu = np.array(out.trace.cpu)
+    for k, name in enumerate(("app", "db")):
+        used = cpu[cpu[:, 0] == k, 3].sum() * 0.05
+        assert used == pytest.approx(out.utilization[name] * out.simulated, rel=0.01)
+    visits = np.array(out.trace.visits)
+    assert np.all(visits[:, 4] >= visits[:, 3])
+
+
+@pytest.mark.parametrize(
+    ("quantum", "deterministic"), [(float("inf"), False), (1e-4, True), (0.005, False)]
+)
+def test_round_robin_agrees_with_exact_mva_where_theory_says_so(
+    quantum: float, deterministic: bool
+) -> None:
+    """FCFS (an infinite slice) with exponential demands is product form; round robin with a
+    tiny slice is processor sharing, whose mean is insensitive to the demand distribution; an
+    exponential demand is memoryless, so any slice gives the same means as well."""
+    D, Z, users = 4e-3, 0.05, 15
+    model = NTierModel(tiers=(TierModel(TierFacts("db", 1, None, 1, quantum), D),), think_time=Z)
+    exact = predict(model, [users], solver="mva")[0]
+    out = simulate_closed(
+        [SimTier("db", 1, 1.0, None, quantum=quantum)],
+        users=users,
+        think_time=Z,
+        demand_means=np.array([D]),
+        demand_samples=np.array([[D]]) if deterministic else None,
+        duration=400,
+        seed=5,
+    )
+    assert out.throughput == pytest.approx(exact.throughput, rel=0.02)
+    assert out.rt_mean == pytest.approx(exact.rt_mean, rel=0.06)

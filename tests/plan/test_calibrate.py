@@ -1,0 +1,56 @@
+"""Calibration of a simulated sweep written in the measured format: the model must find the
+demands, quotas and think time it was given, and predict the other levels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.plan.conftest import CPU, LEVELS, true_demands
+from tierscope.plan import calibrate, model_vs_measurement
+from tierscope.qn import Network, solve
+from tierscope.spec import parse_model
+from tierscope.store import read_run
+
+
+@pytest.fixture(scope="module")
+def calibration(sweep: Path):
+    return calibrate(read_run(sweep), duration=200)
+
+
+def test_demands_quotas_and_think_time_are_found(calibration) -> None:
+    truth = true_demands()
+    for t in calibration.model.tiers:
+        assert t.facts.cpu == CPU[t.name]
+        assert t.demand == pytest.approx(truth[t.name], rel=0.05)
+        assert t.background < 0.03 * CPU[t.name]  # the truth has none
+    assert calibration.model.think_time == pytest.approx(0.5, rel=0.03)
+    assert calibration.model.bottleneck() == "db"
+    assert calibration.solver == "quota-sim"
+
+
+def test_the_calibrated_model_predicts_the_sweep(calibration) -> None:
+    s = calibration.summary
+    assert abs(s["peak_throughput"]["error"]) < 0.05
+    assert abs(s["rt_at_70pct_peak"]["error"]) < 0.15
+    for row in calibration.rows:
+        assert abs(row["error"]["throughput"]) < 0.06, row
+
+
+def test_the_model_file_is_a_valid_product_form_model(calibration) -> None:
+    doc = calibration.model_document()
+    model = parse_model(doc)
+    assert [s.name for s in model.stations][:3] == ["web", "app", "db"]
+    assert model.classes[0].population == max(LEVELS)
+    sol = solve(Network.from_model(model), "auto")
+    # saturated product-form model: the db quota over its demand
+    assert sol.throughput[0] == pytest.approx(calibration.model.max_throughput, rel=0.01)
+
+
+def test_model_vs_measurement_columns(calibration) -> None:
+    cols = model_vs_measurement(calibration)
+    assert cols["level"] == [float(v) for v in LEVELS]
+    assert all(len(v) == len(LEVELS) for v in cols.values())
+    doc = calibration.to_dict()
+    assert {"model", "levels", "summary", "estimates", "notes"} <= set(doc)
