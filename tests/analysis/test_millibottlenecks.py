@@ -211,3 +211,33 @@ def test_a_paused_tier_is_the_root_even_though_its_queue_rises_late() -> None:
     assert root({"web": (5.0, 5.3), "app": (5.0, 5.3), "db": (5.0, 5.3)}) == "web"
     # without gauges the onset rule applies: web rose first and is the deepest early tier
     assert root({}) == "web"
+
+
+def test_an_idle_tier_is_not_taken_for_a_paused_one() -> None:
+    """At light load db often receives nothing for a few hundred ms. Such an idle stretch, begun
+    before app's pause, must not win the root: nothing waited in front of db (app's queue was
+    empty), while requests waited at web throughout app's pause. In a closed system web falls
+    silent too, once every user waits; it froze later than app, so app stays the root."""
+    from tierscope.analysis.millibottlenecks import assign_roots, frozen_stretches
+
+    t = np.round(np.arange(0.05, 10.0, 0.05), 2)
+    off = {"app": (5.0, 5.3), "db": (4.7, 5.3), "web": (5.1, 5.3)}
+    rows = []
+    for ti in t:
+        for tier in ("web", "app", "db"):
+            a, b = off[tier]
+            silent = a < ti <= b
+            for metric in ("arrivals_s", "throughput_s"):
+                rows.append((ti, tier, f"{tier}-1", metric, 0.0 if silent else 40.0))
+            waiting = {"web": 3.0 if 5.0 < ti <= 5.3 else 0.5, "app": 0.0, "db": 0.0}[tier]
+            rows.append((ti, tier, f"{tier}-1", "queue_length", waiting))
+        rows.append((ti, "client", "loadgen", "outstanding", 4.0))
+    metrics = pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
+    frozen = frozen_stretches(metrics, ["web", "app", "db"])
+    assert frozen["db"] == []  # idle: nothing waited at app
+    assert frozen["app"] == [(5.0, 5.3)]
+    episodes = [
+        {"tier": "web", "start": 5.02, "end": 5.5, "duration": 0.48, "kind": "millibottleneck"}
+    ]
+    assign_roots(episodes, ["client", "web", "app", "db"], 0.05, frozen)
+    assert episodes[0]["root_tier"] == "app"

@@ -408,9 +408,10 @@ def frozen_stretches(
     within the second before: it completed no request (on every node) and
 
     * ``nested`` (measured systems, where a tier's request lasts until the tiers behind it have
-      answered): it accepted none either. A paused process (a stall, a long GC, a descheduled
-      VM) stops counting altogether, while the tiers in front of it keep accepting and the
-      tiers behind it receive nothing, so the shallowest such tier is the paused one.
+      answered): it accepted none either, while requests waited in the tier in front of it
+      (its ``queue_length``; the client's ``outstanding`` for the first tier), so that a tier
+      merely idle at light load does not count. A paused process (a stall, a long GC, a
+      descheduled VM) stops counting altogether.
     * not ``nested`` (simulated stations, which complete their own service only): it had
       requests waiting or arriving. Only a stalled station is stuck with work; the others are
       busy, or idle for lack of input.
@@ -418,31 +419,55 @@ def frozen_stretches(
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
         return out
-    wanted = (*_ACCEPTED, *_COMPLETED, "queue_length")
+    wanted = (*_ACCEPTED, *_COMPLETED, "queue_length", "outstanding")
     sums = (
-        metrics.filter(pl.col("tier").is_in(list(tiers)) & pl.col("metric").is_in(wanted))
+        metrics.filter(pl.col("tier").is_in([*tiers, CLIENT]) & pl.col("metric").is_in(wanted))
         .with_columns(
             pl.when(pl.col("metric").is_in(_ACCEPTED))
             .then(pl.lit("accepted"))
             .when(pl.col("metric").is_in(_COMPLETED))
             .then(pl.lit("completed"))
-            .otherwise(pl.lit("queue"))
+            .otherwise(pl.lit("queue"))  # queue_length of a tier, outstanding of the client
             .alias("what")
         )
         .group_by("tier", "t", "what")
         .agg(pl.col("value").fill_nan(0.0).sum())
     )
-    for tier in tiers:
-        rows = sums.filter(pl.col("tier") == tier)
-        if rows.filter(pl.col("what") == "completed").height < 3:
+    series: dict[str, pl.DataFrame] = {
+        tier: sums.filter(pl.col("tier") == tier)
+        .pivot("what", index="t", values="value")
+        .sort("t")
+        .fill_null(0.0)
+        for tier in [CLIENT, *tiers]
+    }
+
+    def column(tier: str, name: str, at: np.ndarray | None = None) -> np.ndarray | None:
+        wide = series[tier]
+        if name not in wide.columns or wide.height == 0:
+            return None
+        values = wide[name].to_numpy()
+        if at is None:
+            return values
+        i = np.searchsorted(wide["t"].to_numpy(), at, side="right") - 1  # last sample at or before
+        return np.where(i >= 0, values[np.clip(i, 0, None)], 0.0)
+
+    for k, tier in enumerate(tiers):
+        wide = series[tier]
+        if "completed" not in wide.columns or wide.height < 3:
             continue
-        wide = rows.pivot("what", index="t", values="value").sort("t").fill_null(0.0)
         t = wide["t"].to_numpy()
-        done, accepted, queue = (
-            wide[c].to_numpy() if c in wide.columns else np.zeros(len(t))
-            for c in ("completed", "accepted", "queue")
-        )
-        frozen = (done <= 0) & (((accepted > 0) | (queue > 0)) if not nested else (accepted <= 0))
+        zeros = np.zeros(len(t))
+        done = column(tier, "completed")
+        accepted = column(tier, "accepted")
+        accepted = zeros if accepted is None else accepted
+        queue = column(tier, "queue")
+        queue = zeros if queue is None else queue
+        if nested:
+            # accepting nothing while requests wait in front of it (else it is merely idle)
+            waiting = column(tiers[k - 1] if k else CLIENT, "queue", t)
+            frozen = (done <= 0) & (accepted <= 0) & (True if waiting is None else waiting > 0)
+        else:
+            frozen = (done <= 0) & ((accepted > 0) | (queue > 0))
         busy = ~frozen
         stretches = []
         for a, b in _runs(frozen, 0):
@@ -521,13 +546,23 @@ def _paused_tier(
     first: float,
     min_frozen_s: float,
 ) -> tuple[str, float, float] | None:
-    """The shallowest tier frozen for ``min_frozen_s`` around ``first`` (an episode's start):
-    a paused tier freezes every tier behind it, so the shallowest one is the cause."""
-    for tier in tiers:
-        for a, b in frozen.get(tier, []):
-            if b - a >= min_frozen_s - 1e-9 and a - 0.2 <= first <= b:
-                return tier, a, b
-    return None
+    """The tier that froze first, for ``min_frozen_s`` or more, in the half second before
+    ``first`` (an episode's start) or just after it; ties go to the shallowest tier.
+
+    The paused tier freezes first. The others follow: the tiers behind it receive nothing at
+    once (the same sample, hence the tie rule), and in a closed system the tiers in front of it
+    fall silent a little later, once every user waits for the paused tier."""
+    depth = {t: i for i, t in enumerate(tiers)}
+    found = [
+        (a, depth[tier], tier, b)
+        for tier in tiers
+        for a, b in frozen.get(tier, [])
+        if b - a >= min_frozen_s - 1e-9 and first - 0.5 <= a <= first + 0.2 and first <= b
+    ]
+    if not found:
+        return None
+    a, _, tier, b = min(found)
+    return tier, a, b
 
 
 def vlrt_links(
