@@ -716,7 +716,7 @@ def whatif(
         ),
     ] = None,
     levels: Annotated[
-        str | None, typer.Option(help="Users: 10,30,50 or 10:100:10 (default: the sweep's).")
+        str | None, typer.Option(help="Users: 10,30,50 or start:stop:step (default: the sweep's).")
     ] = None,
     setup: SetupOpt = None,
     solver: SolverOpt = "auto",
@@ -760,7 +760,7 @@ def plan(
         Path | None, typer.Option(metavar="FILE", help="Prices, SLA bands and search space (YAML).")
     ] = None,
     levels: Annotated[
-        str | None, typer.Option(help="Users: 10,30,50 or 10:100:10 (default: the sweep's).")
+        str | None, typer.Option(help="Users: 10,30,50 or start:stop:step (default: the sweep's).")
     ] = None,
     setup: SetupOpt = None,
     solver: SolverOpt = "auto",
