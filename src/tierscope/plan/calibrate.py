@@ -120,19 +120,26 @@ def measured_levels(run: Run, setup: str) -> pl.DataFrame:
     )
 
 
-def _interaction_means(
-    run: Run, requests: pl.Series, samples: np.ndarray
-) -> tuple[np.ndarray, bool]:
-    """Per-request demand rows (``samples``: [requests, stations]) for the simulation: each
-    request's interaction mean where the run records interactions, else unchanged.
+#: How much of a request's own deviation from its interaction's mean demand the simulation
+#: keeps (see :func:`_shrunk_demands`).
+KEEP_SPREAD = 0.5
+
+
+def _shrunk_demands(run: Run, requests: pl.Series, samples: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Per-request demand rows (``samples``: [requests, stations]) for the simulation, each
+    pulled halfway to its interaction's mean where the run records interactions (else unchanged).
 
     Why: complete information shares each 50 ms CPU sample among the requests present in it,
-    which is right on average but spreads the single requests: on the embedded system, whose
-    tiers burn a fixed CPU time per query, the demands within one interaction came out with a
-    coefficient of variation of 0.55-0.7. Fed to the simulation, that spurious spread adds
-    queueing: the model's response time at 60-75 % of a quota ran 20-50 % high, and 0-15 %
-    with the interaction means (tests/plan/test_real_system.py). The mix of interactions, and
-    with it the real spread between them, is kept.
+    which is right on average but adds spread to the single requests: on the embedded system,
+    whose tiers burn a fixed CPU time per query, the demands within one interaction came out
+    with a coefficient of variation of 0.55-0.7. Fed to the simulation, that spread adds
+    queueing; part of it is real variation (scheduling, the GIL, cache), which the percentiles
+    need. On three real runs (docs/models-from-measurements.md), the requests' own demands put
+    the mean response time near 70 % of the peak 0-45 % high and the p95 up to 180 % high;
+    interaction means got the means within 4-20 % but every p95 10-30 % low, which would make
+    plan choose configurations too small; halfway (``KEEP_SPREAD``) was the balance: means within
+    9-25 %, p95 errors of both signs. The mix of interactions, and the real spread between
+    them, is kept either way.
     """
     if run.requests is None or "interaction" not in run.requests.columns:
         return samples, False
@@ -149,7 +156,8 @@ def _interaction_means(
     if joined["interaction"].null_count() > 0 or joined.height != len(requests):
         return samples, False
     cols = [f"d{k}" for k in range(samples.shape[1])]
-    return joined.select(pl.col(c).mean().over("interaction") for c in cols).to_numpy(), True
+    means = joined.select(pl.col(c).mean().over("interaction") for c in cols).to_numpy()
+    return means + KEEP_SPREAD * (samples - means), True
 
 
 def build_model(
@@ -202,11 +210,11 @@ def build_model(
     write_demand = float((write_fraction * samples[:, last]).mean())
     if write_demand == 0:
         # (the split of writes needs each request's own demand: it keeps them)
-        samples, by_interaction = _interaction_means(run, ci.request_demands_["request"], samples)
-        if by_interaction:
+        samples, shrunk = _shrunk_demands(run, ci.request_demands_["request"], samples)
+        if shrunk:
             notes.append(
-                "per-request demands: each request's interaction mean (per-request attribution "
-                "of 50 ms CPU samples is too noisy for the spread within an interaction)"
+                "per-request demands pulled halfway to their interaction's mean (sharing 50 ms "
+                "CPU samples among requests overstates the spread within an interaction)"
             )
     if m == 1 and spec.workload.get("mix") == "read-write":
         notes.append(
