@@ -2,7 +2,7 @@
 
 * ``new-setup``: leave two setups out, over every pair of setups (C(n, 2) folds): train on all
   observations of the other setups, test on every observation of the two.
-* ``new-level``: for each setup and each pair of its load levels, test on that setup's
+* ``new-level``: for each setup (with 3 levels or more) and each pair of its load levels, test on that setup's
   observations at the two levels and train on everything else, i.e. the setup at its other
   levels and all other setups (the variant that fits "deployment decided early, load changes").
 * ``both``: for each pair of setups {a, b} and each load level c of theirs, test on a and b at c
@@ -56,7 +56,10 @@ def folds(setups: np.ndarray, levels: np.ndarray, scheme: str) -> list[Fold]:
     elif scheme == "new-level":
         for s in names:
             own = setups == s
-            for la, lb in itertools.combinations(sorted(set(levels[own].tolist())), 2):
+            own_levels = sorted(set(levels[own].tolist()))
+            if len(own_levels) < 3:  # the setup must stay in training at some level
+                continue
+            for la, lb in itertools.combinations(own_levels, 2):
                 test = own & ((levels == la) | (levels == lb))
                 out.append(Fold(f"{s}@{la:g}+{lb:g}", rows[~test], rows[test]))
         if not out:

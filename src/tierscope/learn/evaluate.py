@@ -1,7 +1,7 @@
 """Cross-validate every model on a data set: the document of ``tierscope learn``.
 
 For each fold of the scheme: the feature columns (for ``recommended``, chosen from the fold's
-training setups), the majority class of the training labels (the baseline, scored like a model),
+training setups), the majority class of the data (the thesis's baseline, scored like a model),
 and every model fitted on the training rows and scored on the test rows. Then: the scores of
 :mod:`.scores` per model, the best model (accuracy, then balanced accuracy), its accuracy per
 held-out setup, its grouped permutation importance on a few folds, and every feature set scored
@@ -71,7 +71,9 @@ def _run_fold(
 ) -> dict[str, np.ndarray]:
     Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]  # noqa: N806
     ytr = y[fold.train]
-    majority = Counter(ytr.tolist()).most_common(1)[0][0]
+    # the thesis's baseline: always the majority class of the whole data set (the majority of
+    # the training folds would be biased low: holding out two setups of a class makes it rarer)
+    majority = Counter(y.tolist()).most_common(1)[0][0]
     out = {"_baseline": np.full(fold.test.size, majority, dtype=object)}
     for name in model_names:
         out[name] = np.asarray(model_registry.fit(name, Xtr, ytr, seed).predict(Xte), dtype=object)

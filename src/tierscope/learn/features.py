@@ -6,7 +6,9 @@ the window gives four features, each computable online from the last ``window_s`
 50 ms samples: ``:mean``, ``:std`` (short-window variability), ``:max`` and ``:slope`` (least-
 squares trend, units per second). The request records add ``<tier>.rt:mean``, ``:p95`` and
 ``:max`` (response times of the requests that ended in the window). The replicas of a tier are
-averaged per sample first.
+averaged per sample first. ``anytier.<metric>:<stat>`` is the largest value of a metric over the
+server tiers: a tier-agnostic feature ("some tier is at its quota") that carries over between
+setups limited by different tiers.
 
 Labels: ``saturation`` (client / gray / server) is the label of the observation's (setup, level)
 in the saturation analysis (seed 000 §2.4); ``tier`` is the setup's limiting tier, the most
@@ -47,6 +49,8 @@ ID_COLUMNS = ("setup", "level", "rep", "window")
 LABEL_COLUMNS = ("label", "saturation", "tier")
 STATS = ("mean", "std", "max", "slope")
 CLIENT, HOST = "client", "host"
+#: Pseudo-tier of the features that take the largest value over the server tiers.
+ANY_TIER = "anytier"
 SATURATION_CLASSES = ("client", "gray", "server")
 #: Significance of a trend change when the categories behind "recommended" are computed: a
 #: corpus sweep has few levels (6 here), where the analysis's default of 0.01 finds almost no
@@ -205,6 +209,7 @@ def window_features(
                 pl.concat_str("tier", pl.lit("."), "metric", pl.lit(":"), "stat").alias("name")
             )
             parts.append(long.pivot(on="name", index=keys, values="value"))
+            parts.append(_across_tiers(long, keys))
     if requests is not None:
         rq = requests.lazy().filter(pl.col("end").is_not_null())
         placed = _windowed(in_steady_windows(rq, windows, time="end"), "end", window_s)
@@ -238,6 +243,24 @@ def window_features(
         pl.col("window").cast(pl.Int64),
         *(pl.col(c).cast(pl.Float64) for c in feature_cols),
     ).sort("setup", "level", "rep", "window")
+
+
+def _across_tiers(long: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``anytier.<metric>:<stat>``: the largest value over the server tiers that have the
+    metric, so one feature says "some tier's CPU is at its quota" whichever tier it is."""
+    server = long.filter(~pl.col("tier").is_in([CLIENT, HOST]))
+    shared = (
+        server.group_by("metric").agg(pl.col("tier").n_unique().alias("n")).filter(pl.col("n") > 1)
+    )
+    best = (
+        server.join(shared.select("metric"), on="metric")
+        .group_by(*keys, "metric", "stat")
+        .agg(pl.col("value").max())
+        .with_columns(
+            pl.concat_str(pl.lit(f"{ANY_TIER}."), "metric", pl.lit(":"), "stat").alias("name")
+        )
+    )
+    return best.pivot(on="name", index=keys, values="value")
 
 
 def _windowed(placed: pl.LazyFrame, time: str, window_s: float) -> pl.LazyFrame:
