@@ -378,6 +378,10 @@ def report(
         typer.Option("--out", metavar="FILE", help="HTML file (default RUN_DIR/report.html)."),
     ] = None,
     option: OptionPairs = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", metavar="MODEL", help="Add the 'learned indicators' of a model."),
+    ] = None,
 ) -> None:
     """Write the self-contained HTML report of a run (and its analysis.json)."""
     from tierscope.analysis import analyze as run_analysis
@@ -391,7 +395,14 @@ def report(
     doc = run_analysis(run, options)
     write_analysis(run_dir, doc)
     title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
-    path = write_report(run_dir, render(doc, report_series(run, options), title), out_file)
+    learned = None
+    if model is not None:
+        from tierscope.learn.classify import learned_indicators
+        from tierscope.learn.persist import load
+
+        learned = learned_indicators(load(model), run, doc)
+    page = render(doc, report_series(run, options), title, learned)
+    path = write_report(run_dir, page, out_file)
     out.print(f"report: {path}", markup=False)
 
 
@@ -650,7 +661,11 @@ def learn(
     doc = evaluate(dataset, options)
     if save is not None:
         bundle = train(
-            dataset, target=options.target, model=doc["best"], feature_set=options.features
+            dataset,
+            target=options.target,
+            model=doc["best"],
+            feature_set=options.features,
+            evaluation=doc,
         )
         doc["saved"] = str(save_model(bundle, save))
     _emit(doc, as_json, learn_summary)

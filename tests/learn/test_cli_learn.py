@@ -165,3 +165,16 @@ def test_classify_bad_inputs_exit_2(
     assert "missing" in capsys.readouterr().err
     assert main(["classify", str(model_file), str(tmp_path / "nowhere.csv")]) == 2
     assert main(["learn", str(tmp_path / "nowhere")]) == 2
+
+
+def test_report_gains_learned_indicators(
+    model_file: Path, fresh_db_setup: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.html"
+    assert main(["report", str(fresh_db_setup), "--model", str(model_file), "--out", str(out)]) == 0
+    page = out.read_text()
+    section = page[page.index("<h2>Learned indicators</h2>") :]
+    assert "setups it never saw" in section and "accuracy drop" in section
+    # one row per level of the run, with the model's answer for both targets
+    assert section.count("<tr><td>s0</td>") == 6
+    assert "server (100% of windows)" in section and "db (100% of windows)" in section

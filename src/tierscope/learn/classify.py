@@ -88,6 +88,84 @@ def read_window(path: Path, window_s: float) -> tuple[pl.DataFrame, dict[str, fl
     return frame, {"t_start": t_start, "t_end": t_end}
 
 
+def _predict(bundle: dict[str, Any], frame: pl.DataFrame) -> dict[str, Any]:
+    """Per target: (classes, probabilities [rows x classes]) for the rows of ``frame``."""
+    info = bundle["info"]
+    X = frame.select(  # noqa: N806
+        *(pl.col(f) if f in frame.columns else pl.lit(None, pl.Float64).alias(f)
+          for f in info.features)
+    ).to_numpy().astype(float)  # fmt: skip
+    out = {}
+    for target, estimator in bundle["estimators"].items():
+        classes = [str(c) for c in estimator.classes_]
+        if hasattr(estimator, "predict_proba"):
+            probs = np.asarray(estimator.predict_proba(X))
+        else:  # a model without probabilities (SVM): all mass on its prediction
+            pred = np.asarray(estimator.predict(X)).astype(str)
+            probs = np.array([[float(c == p) for c in classes] for p in pred])
+        out[target] = (classes, probs)
+    return out
+
+
+def classify_run(bundle: dict[str, Any], run: Any) -> list[dict[str, Any]]:
+    """The model's answer for every observation window of a run's steady phases."""
+    from tierscope.analysis import steady_windows
+
+    info = bundle["info"]
+    frame = window_features(run.metrics, steady_windows(run), info.window_s, run.requests)
+    if not frame.height:
+        return []
+    answers = _predict(bundle, frame)
+    rows = []
+    for i, (setup, level, rep, window) in enumerate(
+        frame.select("setup", "level", "rep", "window").iter_rows()
+    ):
+        row: dict[str, Any] = {"setup": setup, "level": level, "rep": rep, "window": window}
+        for target, (classes, probs) in answers.items():
+            best = int(np.argmax(probs[i]))
+            row[target] = classes[best]
+            row[f"{target}_p"] = float(probs[i][best])
+        rows.append(row)
+    return rows
+
+
+def learned_indicators(bundle: dict[str, Any], run: Any, analysis: dict[str, Any]) -> dict[str, Any]:
+    """The report's "learned indicators": what the model learnt (its cross-validated scores
+    and most important metrics) and its answer per load level of this run, beside the labels
+    of the analysis (majority over the level's windows)."""
+    from collections import Counter
+
+    info = bundle["info"]
+    labels = {(s["setup"], c["level"]): c["label"] for s in analysis["saturation"] for c in s["curve"]}
+    primary = {
+        (b["setup"], b["level"]): (b["primary"] or {}).get("tier") for b in analysis["bottlenecks"]
+    }
+    per_level: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for row in classify_run(bundle, run):
+        per_level.setdefault((row["setup"], row["level"]), []).append(row)
+    levels = []
+    for (setup, level), rows in sorted(per_level.items()):
+        entry: dict[str, Any] = {
+            "setup": setup,
+            "level": level,
+            "windows": len(rows),
+            "label": labels.get((setup, level)),
+            "bottleneck_tier": primary.get((setup, level)),
+        }
+        for target in bundle["estimators"]:
+            votes = Counter(r[target] for r in rows)
+            answer, n = votes.most_common(1)[0]
+            entry[target] = answer
+            entry[f"{target}_share"] = n / len(rows)
+        levels.append(entry)
+    return {
+        "targets": info.targets,
+        "evaluation": info.evaluation,
+        "window_s": info.window_s,
+        "levels": levels,
+    }
+
+
 def classify(bundle: dict[str, Any], path: Path) -> dict[str, Any]:
     """The prediction document of ``tierscope classify``."""
     info = bundle["info"]
@@ -101,24 +179,15 @@ def classify(bundle: dict[str, Any], path: Path) -> dict[str, Any]:
             f"the metrics the model was trained on ({missing} of its {len(info.features)} "
             "features are missing: another system or another window length?)",
         )
-    row = frame.select(
-        *(pl.col(f) if f in frame.columns else pl.lit(None, pl.Float64).alias(f)
-          for f in info.features)
-    ).to_numpy().astype(float)  # fmt: skip
     out: dict[str, Any] = {"window": span, "missing_features": missing}
-    for target, estimator in bundle["estimators"].items():
-        classes = [str(c) for c in estimator.classes_]
-        if hasattr(estimator, "predict_proba"):
-            probs = np.asarray(estimator.predict_proba(row))[0]
-        else:  # a model without probabilities (SVM): all mass on its prediction
-            probs = np.array([float(c == str(estimator.predict(row)[0])) for c in classes])
-        best = int(np.argmax(probs))
+    for target, (classes, probs) in _predict(bundle, frame.head(1)).items():
+        best = int(np.argmax(probs[0]))
         out[target] = {
             "class": classes[best],
-            "probabilities": {c: float(p) for c, p in zip(classes, probs, strict=True)},
+            "probabilities": {c: float(p) for c, p in zip(classes, probs[0], strict=True)},
             "model": info.targets[target]["model"],
         }
     return out
 
 
-__all__ = ["classify", "read_window"]
+__all__ = ["classify", "classify_run", "learned_indicators", "read_window"]

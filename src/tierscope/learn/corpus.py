@@ -58,10 +58,12 @@ def setups(spec: CorpusSpec, n: int) -> list[dict[str, Any]]:
         replicas = {}
         for tier in TIERS:
             is_capped = tier == capped
-            sets[f"system.tiers.{tier}.cpu"] = _draw(rng, v.capped_cpu if is_capped else v.other_cpu)
-            sets[f"system.tiers.{tier}.cpu_cost"] = _draw(
-                rng, v.capped_cost if is_capped else v.other_cost
-            )
+            capped_cpu = v.capped_cpu_by_tier.get(tier, v.capped_cpu)
+            sets[f"system.tiers.{tier}.cpu"] = _draw(rng, capped_cpu if is_capped else v.other_cpu)
+            if tier in v.costs_on:
+                sets[f"system.tiers.{tier}.cpu_cost"] = _draw(
+                    rng, v.capped_cost if is_capped else v.other_cost
+                )
             replicas[tier] = 1 if is_capped else _draw_int(rng, v.replicas)
             if v.workers is not None:
                 sets[f"system.tiers.{tier}.workers"] = _draw_int(rng, v.workers)

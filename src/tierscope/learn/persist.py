@@ -30,7 +30,13 @@ FALLBACK_MODEL = "random_forest"
 
 
 def train(
-    data: Dataset, *, target: str, model: str, feature_set: str, seed: int = 0
+    data: Dataset,
+    *,
+    target: str,
+    model: str,
+    feature_set: str,
+    seed: int = 0,
+    evaluation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The bundle ``{"info": ..., "estimators": {target: pipeline}}`` fitted on all of ``data``."""
     columns = data.feature_set(feature_set)
@@ -64,8 +70,26 @@ def train(
         window_s=float(data.window_s) if np.isfinite(data.window_s) else 1.0,
         features=columns,
         targets=targets,
+        evaluation=_summary(evaluation) if evaluation is not None else None,
     )
     return {"info": info.model_dump(mode="json"), "estimators": estimators}
+
+
+def _summary(doc: dict[str, Any]) -> dict[str, Any]:
+    best = doc["models"][doc["best"]]
+    return {
+        "scheme": doc["scheme"],
+        "target": doc["target"],
+        "features": doc["features"],
+        "baseline": doc["baseline"],
+        "best": doc["best"],
+        "accuracy": best["accuracy"],
+        "balanced_accuracy": best["balanced_accuracy"],
+        "major_mistake_rate": best["major_mistake_rate"],
+        "setups": doc["setups"],
+        "folds": doc["folds"],
+        "importance": doc["importance"],
+    }
 
 
 def save(bundle: dict[str, Any], path: Path) -> Path:

@@ -50,6 +50,13 @@ class VarySpec(BaseModel):
     )
     capped_cpu: tuple[float, float] = (0.12, 0.3)
     """CPU quota (cores) of the capped tier."""
+    capped_cpu_by_tier: dict[Literal["web", "app", "db"], tuple[float, float]] = Field(
+        default_factory=dict, description="capped_cpu for particular tiers"
+    )
+    costs_on: list[Literal["web", "app", "db"]] = Field(
+        default_factory=lambda: ["web", "app", "db"],
+        description="tiers that take a per-request CPU cost (webstack: only app)",
+    )
     other_cpu: tuple[float, float] = (0.6, 1.0)
     """CPU quota of the other tiers."""
     capped_cost: tuple[float, float] = (0.001, 0.003)
@@ -83,8 +90,9 @@ class VarySpec(BaseModel):
                 raise ValueError(f"{name}: expected [low, high] with 0 <= low <= high")
         if not self.tiers:
             raise ValueError("tiers: at least one tier to cap")
-        if self.capped_cpu[0] <= 0 or self.other_cpu[0] <= 0:
-            raise ValueError("cpu quotas must be > 0")
+        pairs = [self.capped_cpu, self.other_cpu, *self.capped_cpu_by_tier.values()]
+        if any(not (0 < p[0] <= p[1]) for p in pairs):
+            raise ValueError("cpu quotas: expected [low, high] with 0 < low <= high")
         if self.replicas[0] < 1:
             raise ValueError("replicas: at least 1")
         return self
@@ -188,6 +196,8 @@ class SavedModelInfo(BaseModel):
     window_s: float
     features: list[str]
     targets: dict[str, dict[str, Any]]
+    evaluation: dict[str, Any] | None = None
+    """What ``learn`` measured before saving: scheme, scores next to the baseline, importance."""
 
 
 __all__ = [
