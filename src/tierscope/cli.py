@@ -574,9 +574,9 @@ def load(
 def corpus(
     spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="Corpus spec (YAML).")],
     setups: Annotated[int, typer.Option("--setups", min=1, help="Number of setups.")] = 20,
-    out_dir: Annotated[Path, typer.Option("--out", help="Corpus folder (one run per setup).")] = Path(
-        "corpus"
-    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Corpus folder (one run per setup).")
+    ] = Path("corpus"),
     twin: Annotated[
         bool, typer.Option("--twin", help="Simulate each setup with the queueing twin.")
     ] = False,
@@ -593,9 +593,7 @@ def corpus(
     def progress(i: int, n: int, name: str, tier: str) -> None:
         console.print(f"[{i}/{n}] {name} (capped tier: {tier}) done", markup=False)
 
-    doc = build_corpus(
-        spec, setups, out_dir, twin=twin, source=str(spec_file), on_setup=progress
-    )
+    doc = build_corpus(spec, setups, out_dir, twin=twin, source=str(spec_file), on_setup=progress)
     summary = {
         "out": str(out_dir),
         "kind": doc["kind"],

@@ -62,8 +62,15 @@ def planted_table(setups: int = 8, seed: int = 3, noise: float = 0.02) -> pl.Dat
             label = "server" if x >= th95 else "gray" if x >= th_lim else "client"
             for w in range(4):
                 xo = x * (1 + noise * rng.standard_normal())
-                row = {"setup": f"p{i}", "level": float(n), "rep": 0, "window": w,
-                       "throughput": xo, "label": label, "tier": limiting}
+                row = {
+                    "setup": f"p{i}",
+                    "level": float(n),
+                    "rep": 0,
+                    "window": w,
+                    "throughput": xo,
+                    "label": label,
+                    "tier": limiting,
+                }
                 for t in tiers:
                     u = min(1.0, xo * demand[t])
                     row[f"{t}.cpu_util"] = u + noise * rng.standard_normal()

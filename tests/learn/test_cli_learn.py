@@ -29,8 +29,23 @@ def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
 @pytest.fixture(scope="module")
 def model_file(twin_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model") / "twin.model"
-    assert main(["learn", str(twin_corpus), "--models", FAST, "--max-folds", "6", "--no-compare",
-                 "--save", str(path), "--json"]) == 0
+    assert (
+        main(
+            [
+                "learn",
+                str(twin_corpus),
+                "--models",
+                FAST,
+                "--max-folds",
+                "6",
+                "--no-compare",
+                "--save",
+                str(path),
+                "--json",
+            ]
+        )
+        == 0
+    )
     return path
 
 
@@ -44,8 +59,10 @@ def fresh_db_setup(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_learn_json_contract(twin_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = run_json(["learn", str(twin_corpus), "--models", FAST, "--max-folds", "4",
-                    "--no-compare", "--json"], capsys)
+    doc = run_json(
+        ["learn", str(twin_corpus), "--models", FAST, "--max-folds", "4", "--no-compare", "--json"],
+        capsys,
+    )
     LearnDocument.model_validate(doc)
     assert doc["scheme"] == "new-setup" and doc["target"] == "saturation"
     assert 0 < doc["baseline"] < 1 and doc["best"] in doc["models"]
@@ -58,12 +75,14 @@ def test_corpus_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     spec = tmp_path / "corpus.yaml"
     spec.write_text(yaml.safe_dump(TWIN_SPEC))
     out = tmp_path / "c"
-    doc = run_json(["corpus", str(spec), "--setups", "3", "--out", str(out), "--twin", "--json"],
-                   capsys)
+    doc = run_json(
+        ["corpus", str(spec), "--setups", "3", "--out", str(out), "--twin", "--json"], capsys
+    )
     assert doc["setups"] == 3 and doc["run"] == 3
     assert doc["planted_tiers"] == {"app": 1, "db": 1, "web": 1}
-    again = run_json(["corpus", str(spec), "--setups", "3", "--out", str(out), "--twin",
-                      "--json"], capsys)
+    again = run_json(
+        ["corpus", str(spec), "--setups", "3", "--out", str(out), "--twin", "--json"], capsys
+    )
     assert again["run"] == 0  # complete setups are kept, not run again
 
 
@@ -90,9 +109,12 @@ def test_classify_round_trip_csv_window(
     window.write_csv(long_csv)
     wide_csv = tmp_path / "wide.csv"
     (
-        window.group_by("t", "tier", "metric").agg(pl.col("value").mean())
+        window.group_by("t", "tier", "metric")
+        .agg(pl.col("value").mean())
         .with_columns(pl.concat_str("tier", pl.lit("."), "metric").alias("name"))
-        .pivot(on="name", index="t", values="value").sort("t").write_csv(wide_csv)
+        .pivot(on="name", index="t", values="value")
+        .sort("t")
+        .write_csv(wide_csv)
     )
     a = run_json(["classify", str(model_file), str(long_csv), "--json"], capsys)
     b = run_json(["classify", str(model_file), str(wide_csv), "--json"], capsys)
@@ -130,8 +152,21 @@ def test_too_few_setups_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     planted_table(setups=2).write_csv(path)
     assert main(["learn", str(path)]) == 2
     assert "at least 3 setups" in capsys.readouterr().err
-    assert main(["learn", str(path), "--scheme", "new-level", "--models", "decision_tree",
-                 "--no-compare", "--json"]) == 0  # two setups are enough for new levels
+    assert (
+        main(
+            [
+                "learn",
+                str(path),
+                "--scheme",
+                "new-level",
+                "--models",
+                "decision_tree",
+                "--no-compare",
+                "--json",
+            ]
+        )
+        == 0
+    )  # two setups are enough for new levels
 
 
 @pytest.mark.parametrize(

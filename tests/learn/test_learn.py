@@ -41,8 +41,12 @@ def test_windows_cut_the_steady_phase(twin_corpus: Path) -> None:
 
 def test_limiting_tier_is_learnt_for_new_setups(twin_corpus: Path) -> None:
     data = load_dataset([twin_corpus])
-    doc = evaluate(data, LearnOptions.parse({"target": "tier", "models": FAST, "max_folds": 15,
-                                             "compare_features": False}))
+    doc = evaluate(
+        data,
+        LearnOptions.parse(
+            {"target": "tier", "models": FAST, "max_folds": 15, "compare_features": False}
+        ),
+    )
     assert doc["models"][doc["best"]]["accuracy"] >= 0.95
     assert doc["baseline"] <= 0.5  # three tiers in turn: the majority class is a third
     assert doc["models"][doc["best"]]["major_mistake_rate"] is None
@@ -50,16 +54,23 @@ def test_limiting_tier_is_learnt_for_new_setups(twin_corpus: Path) -> None:
 
 def test_saturation_is_learnt_for_new_setups(twin_corpus: Path) -> None:
     data = load_dataset([twin_corpus])
-    doc = evaluate(data, LearnOptions.parse({"models": FAST, "max_folds": 15,
-                                             "importance_folds": 2}))
+    doc = evaluate(
+        data, LearnOptions.parse({"models": FAST, "max_folds": 15, "importance_folds": 2})
+    )
     best = doc["models"][doc["best"]]
     assert best["accuracy"] >= 0.85 and best["accuracy"] >= doc["baseline"] + 0.3
     assert best["major_mistake_rate"] <= 0.05
     # the pooled confusion matrix holds every prediction of every fold, once
     used = spread(folds(data.setups, data.levels, "new-setup"), 15)
     assert np.array(best["confusion"]["matrix"]).sum() == sum(f.test.size for f in used)
-    assert set(doc["feature_sets"]) == {"all", "recommended", "server", "resource", "latency",
-                                        "waiting"}
+    assert set(doc["feature_sets"]) == {
+        "all",
+        "recommended",
+        "server",
+        "resource",
+        "latency",
+        "waiting",
+    }
     assert doc["importance"] and doc["importance"][0]["accuracy_drop"] >= 0
 
 
@@ -68,8 +79,9 @@ def test_planted_table_is_learnt(tmp_path: Path) -> None:
     planted_table().write_csv(path)
     data = from_table(path)
     for target in ("saturation", "tier"):
-        doc = evaluate(data, LearnOptions.parse({"target": target, "models": FAST,
-                                                 "compare_features": False}))
+        doc = evaluate(
+            data, LearnOptions.parse({"target": target, "models": FAST, "compare_features": False})
+        )
         assert doc["models"][doc["best"]]["accuracy"] >= 0.9, (target, doc["models"])
         assert doc["folds"] == doc["folds_total"] == 28  # C(8, 2) pairs of setups
 
@@ -84,8 +96,14 @@ def test_labels_from_throughput_follow_the_saturation_rule(tmp_path: Path) -> No
 def test_recommended_comes_from_training_setups_only() -> None:
     data = Dataset(
         features=pl.DataFrame({"app.x:mean": [1.0, 2.0, 3.0], "db.y:mean": [1.0, 2.0, 3.0]}),
-        ids=pl.DataFrame({"setup": ["a", "b", "c"], "level": [1.0, 1.0, 1.0], "rep": [0, 0, 0],
-                          "window": [0, 0, 0]}),
+        ids=pl.DataFrame(
+            {
+                "setup": ["a", "b", "c"],
+                "level": [1.0, 1.0, 1.0],
+                "rep": [0, 0, 0],
+                "window": [0, 0, 0],
+            }
+        ),
         labels={"saturation": ["client"] * 3, "tier": [None] * 3},
         categories={
             "a": {"app.x": "reliable", "db.y": "not reliable"},

@@ -34,7 +34,9 @@ def _long(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         )
     if "t" not in frame.columns:
         raise InputError(
-            "columns", frame.columns, "t,tier,metric,value or t plus tier.metric columns",
+            "columns",
+            frame.columns,
+            "t,tier,metric,value or t plus tier.metric columns",
             source=source,
         )
     wide = [c for c in frame.columns if "." in c and frame.schema[c].is_numeric()]
@@ -91,7 +93,7 @@ def read_window(path: Path, window_s: float) -> tuple[pl.DataFrame, dict[str, fl
 def _predict(bundle: dict[str, Any], frame: pl.DataFrame) -> dict[str, Any]:
     """Per target: (classes, probabilities [rows x classes]) for the rows of ``frame``."""
     info = bundle["info"]
-    X = frame.select(  # noqa: N806
+    X = frame.select(
         *(pl.col(f) if f in frame.columns else pl.lit(None, pl.Float64).alias(f)
           for f in info.features)
     ).to_numpy().astype(float)  # fmt: skip
@@ -129,14 +131,18 @@ def classify_run(bundle: dict[str, Any], run: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def learned_indicators(bundle: dict[str, Any], run: Any, analysis: dict[str, Any]) -> dict[str, Any]:
+def learned_indicators(
+    bundle: dict[str, Any], run: Any, analysis: dict[str, Any]
+) -> dict[str, Any]:
     """The report's "learned indicators": what the model learnt (its cross-validated scores
     and most important metrics) and its answer per load level of this run, beside the labels
     of the analysis (majority over the level's windows)."""
     from collections import Counter
 
     info = bundle["info"]
-    labels = {(s["setup"], c["level"]): c["label"] for s in analysis["saturation"] for c in s["curve"]}
+    labels = {
+        (s["setup"], c["level"]): c["label"] for s in analysis["saturation"] for c in s["curve"]
+    }
     primary = {
         (b["setup"], b["level"]): (b["primary"] or {}).get("tier") for b in analysis["bottlenecks"]
     }

@@ -145,7 +145,9 @@ def build_corpus(
         kind = (spec.experiment.get("system") or {}).get("kind", "embedded")
         if kind != "embedded":
             raise InputError(
-                "experiment.system.kind", kind, "embedded (the twin models the embedded tiers)",
+                "experiment.system.kind",
+                kind,
+                "embedded (the twin models the embedded tiers)",
                 source=source,
             )
     chosen = setups(spec, n)

@@ -2,9 +2,10 @@
 
 * ``new-setup``: leave two setups out, over every pair of setups (C(n, 2) folds): train on all
   observations of the other setups, test on every observation of the two.
-* ``new-level``: for each setup (with 3 levels or more) and each pair of its load levels, test on that setup's
-  observations at the two levels and train on everything else, i.e. the setup at its other
-  levels and all other setups (the variant that fits "deployment decided early, load changes").
+* ``new-level``: for each setup (with 3 levels or more) and each pair of its load levels, test
+  on that setup's observations at the two levels and train on everything else, i.e. the setup
+  at its other levels and all other setups (the variant that fits "deployment decided early,
+  load changes").
 * ``both``: for each pair of setups {a, b} and each load level c of theirs, test on a and b at c
   and train on the other setups at their levels other than c: the training set holds neither
   the setups nor the number of clients (the thesis's wording, L2492, with p = 2 setups).

@@ -63,13 +63,13 @@ class _Columns:
 
 def _run_fold(
     fold: Fold,
-    X: np.ndarray,  # noqa: N803
+    X: np.ndarray,
     y: np.ndarray,
     cols: list[int],
     model_names: tuple[str, ...],
     seed: int,
 ) -> dict[str, np.ndarray]:
-    Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]  # noqa: N806
+    Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]
     ytr = y[fold.train]
     # the thesis's baseline: always the majority class of the whole data set (the majority of
     # the training folds would be biased low: holding out two setups of a class makes it rarer)
@@ -81,7 +81,7 @@ def _run_fold(
 
 
 def _cross_validate(
-    X: np.ndarray,  # noqa: N803
+    X: np.ndarray,
     y: np.ndarray,
     used: list[Fold],
     columns: _Columns,
@@ -135,7 +135,7 @@ def evaluate(data: Dataset, options: LearnOptions) -> dict[str, Any]:
             f"a feature set with metrics in DATA (none of its {len(data.feature_names)} "
             f"features is a '{options.features}' metric)",
         )
-    X = data.features.to_numpy().astype(float)  # noqa: N806
+    X = data.features.to_numpy().astype(float)
     preds = _cross_validate(X, y, used, columns, options.models, options)
     notes: list[str] = []
     if columns.fallbacks:
@@ -190,7 +190,7 @@ def _per_setup(
 
 
 def _importance(
-    data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], columns: _Columns,  # noqa: N803
+    data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], columns: _Columns,
     best: str, options: LearnOptions,
 ) -> list[dict[str, Any]]:  # fmt: skip
     if options.importance_folds == 0:
@@ -199,7 +199,7 @@ def _importance(
     totals: dict[str, list[float]] = {}
     for i, fold in enumerate(spread(used, options.importance_folds)):
         cols = columns.of(fold)
-        Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]  # noqa: N806
+        Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]
         model = model_registry.fit(best, Xtr, y[fold.train], options.seed)
         groups: dict[str, list[int]] = {}
         for j, c in enumerate(cols):
@@ -217,7 +217,7 @@ def _importance(
 
 
 def _compare_sets(
-    data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], classes: list[str],  # noqa: N803
+    data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], classes: list[str],
     best: str, options: LearnOptions,
 ) -> dict[str, Any]:  # fmt: skip
     sub = spread(used, COMPARE_MAX_FOLDS)

@@ -164,7 +164,9 @@ class Dataset:
         return Dataset(
             features=self.features.filter(mask),
             ids=self.ids.filter(mask),
-            labels={k: [x for x, h in zip(v, have, strict=True) if h] for k, v in self.labels.items()},
+            labels={
+                k: [x for x, h in zip(v, have, strict=True) if h] for k, v in self.labels.items()
+            },
             categories=self.categories,
             window_s=self.window_s,
             sources=self.sources,
@@ -374,7 +376,9 @@ def from_table(path: Path, options: AnalysisOptions | None = None) -> Dataset:
     table = read_table(path)
     missing = [c for c in ("setup", "level") if c not in table.columns]
     if missing:
-        raise InputError("columns", table.columns, f"columns {', '.join(missing)}", source=str(path))
+        raise InputError(
+            "columns", table.columns, f"columns {', '.join(missing)}", source=str(path)
+        )
     for col, default in (("rep", 0), ("window", None)):
         if col not in table.columns:
             table = table.with_columns(
@@ -441,9 +445,13 @@ def _labels_from_throughput(
         x = frame["x"].to_list()
         if any(v is None or not math.isfinite(v) for v in x):
             continue
-        th95, th_limit = saturation_analysis.thresholds(max(x), options.margin, options.peak_fraction)
+        th95, th_limit = saturation_analysis.thresholds(
+            max(x), options.margin, options.peak_fraction
+        )
         for lv, lab in zip(
-            frame["level"].to_list(), saturation_analysis.label_levels(x, th95, th_limit), strict=True
+            frame["level"].to_list(),
+            saturation_analysis.label_levels(x, th95, th_limit),
+            strict=True,
         ):
             out[(str(setup), float(lv))] = lab
     return out
@@ -463,7 +471,12 @@ def _table_categories(
         .sort("setup", "level")
     )
     entries = [
-        {"setup": s, "curve": [{"level": lv, "label": lab} for lv, lab in zip(f["level"], f["_label"], strict=True)]}
+        {
+            "setup": s,
+            "curve": [
+                {"level": lv, "label": lab} for lv, lab in zip(f["level"], f["_label"], strict=True)
+            ],
+        }
         for (s,), f in curves.group_by("setup", maintain_order=True)
     ]
     metric_cols = [c for c in features.columns if "." in c]

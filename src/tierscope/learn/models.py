@@ -44,9 +44,7 @@ def make(name: str, seed: int = 0) -> Pipeline:
     elif name == "logistic_regression":
         steps += [("scale", StandardScaler()), ("model", LogisticRegression(max_iter=5000))]
     elif name == "gradient_boosting":
-        steps.append(
-            ("model", GradientBoostingClassifier(max_features="sqrt", random_state=seed))
-        )
+        steps.append(("model", GradientBoostingClassifier(max_features="sqrt", random_state=seed)))
     else:
         raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODEL_NAMES)}")
     return Pipeline(steps)
@@ -55,18 +53,18 @@ def make(name: str, seed: int = 0) -> Pipeline:
 class Constant(ClassifierMixin, BaseEstimator):
     """Predicts the one class it was trained on."""
 
-    def fit(self, X: Any, y: Any) -> Constant:  # noqa: N803
+    def fit(self, X: Any, y: Any) -> Constant:
         self.classes_ = np.unique(np.asarray(y))
         return self
 
-    def predict(self, X: Any) -> np.ndarray:  # noqa: N803
+    def predict(self, X: Any) -> np.ndarray:
         return np.full(len(X), self.classes_[0], dtype=object)
 
-    def predict_proba(self, X: Any) -> np.ndarray:  # noqa: N803
+    def predict_proba(self, X: Any) -> np.ndarray:
         return np.ones((len(X), 1))
 
 
-def fit(name: str, X: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:  # noqa: N803
+def fit(name: str, X: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
     """Model ``name`` fitted on (X, y), or :class:`Constant` when y has a single class."""
     if np.unique(y).size < 2:
         return Constant().fit(X, y)

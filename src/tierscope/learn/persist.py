@@ -52,7 +52,7 @@ def train(
             continue
         part = data.labelled(name)
         y = np.asarray(part.labels[name], dtype=object)
-        X = part.features.select(columns).to_numpy().astype(float)  # noqa: N806
+        X = part.features.select(columns).to_numpy().astype(float)
         chosen = model if name == target else FALLBACK_MODEL
         estimators[name] = model_registry.fit(chosen, X, y, seed)
         targets[name] = {
@@ -105,7 +105,7 @@ def load(path: Path) -> dict[str, Any]:
     try:
         bundle = joblib.load(path)
         info = SavedModelInfo.model_validate(bundle["info"])
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
+    except Exception as exc:
         raise InputError(
             "MODEL", str(path), f"a model file written by 'tierscope learn --save' ({exc})"
         ) from None

@@ -49,7 +49,7 @@ def major_mistake_rate(y_true: Sequence[str], y_pred: Sequence[str]) -> float:
 
 def grouped_permutation_importance(
     predict: Callable[[np.ndarray], np.ndarray],
-    X: np.ndarray,  # noqa: N803
+    X: np.ndarray,
     y: np.ndarray,
     groups: dict[str, list[int]],
     *,

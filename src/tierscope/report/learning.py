@@ -91,9 +91,7 @@ def classify_summary(doc: dict[str, Any]) -> RenderableType:
             table.add_row(names[target], d["class"], probs, d["model"])
     parts: list[RenderableType] = [table]
     if doc.get("missing_features"):
-        parts.append(
-            Text(f"{doc['missing_features']} features missing (imputed)", style="yellow")
-        )
+        parts.append(Text(f"{doc['missing_features']} features missing (imputed)", style="yellow"))
     return Group(*parts)
 
 
