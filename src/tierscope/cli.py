@@ -637,6 +637,8 @@ def learn(
 ) -> None:
     """Cross-validate classifiers that tell from metrics whether the server side is saturated
     (or which tier limits), on setups or load levels they never saw."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     from tierscope.learn import evaluate, load_dataset
     from tierscope.learn.persist import save as save_model
     from tierscope.learn.persist import train
@@ -656,7 +658,18 @@ def learn(
         given["models"] = tuple(m.strip() for m in models.split(",") if m.strip())
     options = LearnOptions.parse(given, source="tierscope learn")
     dataset = load_dataset(data, options.window_s)
-    doc = evaluate(dataset, options)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
+        transient=True,
+    ) as bar:  # fmt: skip
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        doc = evaluate(dataset, options, progress)
     if save is not None:
         bundle = train(
             dataset,

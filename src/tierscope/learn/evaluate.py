@@ -12,6 +12,7 @@ RC / RT / WT).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from tierscope.spec.learn import FEATURE_SETS, LearnDocument, LearnOptions
 #: Folds of the side-by-side feature-set comparison (evenly spread over the scheme's folds).
 COMPARE_MAX_FOLDS = 60
 TOP_IMPORTANCE = 15
+#: ``progress(stage, done, total)``: called after every fold.
+Progress = Callable[[str, int, int], None]
 
 
 def _classes(target: str, y: np.ndarray) -> list[str]:
@@ -87,13 +90,20 @@ def _cross_validate(
     columns: _Columns,
     model_names: tuple[str, ...],
     options: LearnOptions,
+    progress: Progress | None = None,
+    stage: str = "cross-validation",
 ) -> list[dict[str, np.ndarray]]:
     col_sets = [columns.of(f) for f in used]
     jobs = (
         delayed(_run_fold)(f, X, y, c, model_names, options.seed)
         for f, c in zip(used, col_sets, strict=True)
     )
-    return list(Parallel(n_jobs=options.jobs)(jobs))
+    out = []
+    for result in Parallel(n_jobs=options.jobs, return_as="generator")(jobs):
+        out.append(result)
+        if progress is not None:
+            progress(stage, len(out), len(used))
+    return out
 
 
 def _score(
@@ -115,7 +125,9 @@ def _score(
     }
 
 
-def evaluate(data: Dataset, options: LearnOptions) -> dict[str, Any]:
+def evaluate(
+    data: Dataset, options: LearnOptions, progress: Progress | None = None
+) -> dict[str, Any]:
     """Cross-validate ``options.models`` on ``data``; the learn document (LearnDocument)."""
     target = options.target
     data = data.labelled(target)
@@ -136,7 +148,7 @@ def evaluate(data: Dataset, options: LearnOptions) -> dict[str, Any]:
             f"features is a '{options.features}' metric)",
         )
     X = data.features.to_numpy().astype(float)
-    preds = _cross_validate(X, y, used, columns, options.models, options)
+    preds = _cross_validate(X, y, used, columns, options.models, options, progress)
     notes: list[str] = []
     if columns.fallbacks:
         notes.append(
@@ -163,7 +175,7 @@ def evaluate(data: Dataset, options: LearnOptions) -> dict[str, Any]:
         "per_setup": _per_setup(data, used, preds, y, best),
         "importance": _importance(data, X, y, used, columns, best, options),
         "feature_sets": (
-            _compare_sets(data, X, y, used, classes, best, options)
+            _compare_sets(data, X, y, used, classes, best, options, progress)
             if options.compare_features
             else {}
         ),
@@ -209,6 +221,8 @@ def _importance(
         )
         for metric, d in drops.items():
             totals.setdefault(metric, []).append(d)
+    if totals and max(max(v) for v in totals.values()) <= 0:
+        return []  # no single metric matters: the model has redundant evidence
     ranked = sorted(
         ({"metric": m, "accuracy_drop": float(np.mean(v))} for m, v in totals.items()),
         key=lambda d: -d["accuracy_drop"],
@@ -218,7 +232,7 @@ def _importance(
 
 def _compare_sets(
     data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], classes: list[str],
-    best: str, options: LearnOptions,
+    best: str, options: LearnOptions, progress: Progress | None,
 ) -> dict[str, Any]:  # fmt: skip
     sub = spread(used, COMPARE_MAX_FOLDS)
     out: dict[str, Any] = {}
@@ -227,7 +241,9 @@ def _compare_sets(
         if columns.fixed is not None and not columns.fixed:
             out[name] = {"model": best, "available": False, "reason": "no such metric in DATA"}
             continue
-        preds = _cross_validate(X, y, sub, columns, (best,), options)
+        preds = _cross_validate(
+            X, y, sub, columns, (best,), options, progress, f"feature set {name}"
+        )
         entry = _score(best, sub, preds, y, classes, options.target)
         entry.pop("confusion")
         out[name] = {
