@@ -38,7 +38,8 @@ def train(
     seed: int = 0,
     evaluation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The bundle ``{"info": ..., "estimators": {target: pipeline}}`` fitted on all of ``data``."""
+    """The bundle ``{"info": SavedModelInfo, "estimators": {target: pipeline}}`` fitted on all
+    of ``data`` (what :func:`load` returns too)."""
     columns = data.feature_set(feature_set)
     if not columns and feature_set == "recommended":
         columns = data.feature_set("server")
@@ -72,7 +73,7 @@ def train(
         targets=targets,
         evaluation=_summary(evaluation) if evaluation is not None else None,
     )
-    return {"info": info.model_dump(mode="json"), "estimators": estimators}
+    return {"info": info, "estimators": estimators}
 
 
 def _summary(doc: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +95,12 @@ def _summary(doc: dict[str, Any]) -> dict[str, Any]:
 
 def save(bundle: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    joblib.dump(bundle, path, compress=3)
+    # the info goes in as plain data, so a file stays readable when the schema gains fields
+    joblib.dump(
+        {"info": bundle["info"].model_dump(mode="json"), "estimators": bundle["estimators"]},
+        path,
+        compress=3,
+    )
     return path
 
 
