@@ -311,8 +311,8 @@ def from_run(
     }
     tiers: dict[str, str | None] = {}
     for s in run_setups:
-        levels = {lv: lab for (ss, lv), lab in sat.items() if ss == s}
-        tiers[s] = _setup_tier([b for b in doc["bottlenecks"] if b["setup"] == s], levels)
+        own = {lv: lab for (ss, lv), lab in sat.items() if ss == s}
+        tiers[s] = _setup_tier([b for b in doc["bottlenecks"] if b["setup"] == s], own)
     setups = frame["setup"].to_list()
     levels = frame["level"].to_list()
     categories: dict[str, dict[str, str]] = {}
