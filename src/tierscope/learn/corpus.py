@@ -9,7 +9,8 @@ run folder ``DIR/<setup>/`` with the experiment runner, or with the simulator tw
 Design decisions:
 
 * One run folder per setup, so a failure in setup 17 keeps setups 0-16, and a second call with
-  the same spec resumes: a setup whose folder holds a complete run is not run again.
+  the same spec resumes: a setup whose folder holds a complete run is not run again, and an
+  incomplete one is renamed ``<setup>.partial`` (kept, outside the corpus) and run anew.
 * Each folder is analysed right away (``analysis.json``): the learning reads its labels from
   there, and the analysis happens while the run is at hand.
 * The twin is a closed queueing network with one processor-sharing station per tier and
@@ -81,7 +82,6 @@ def setups(spec: CorpusSpec, n: int) -> list[dict[str, Any]]:
 def setup_document(spec: CorpusSpec, setup: dict[str, Any], source: str) -> dict[str, Any]:
     """The experiment document of one setup (base experiment + its overrides), validated."""
     doc = copy.deepcopy(spec.experiment)
-    doc.setdefault("name", f"{spec.name}-{setup['name']}")
     doc["name"] = f"{spec.name}-{setup['name']}"
     for path, value in setup["set"].items():
         apply_override(doc, path, value, source=f"{source} ({setup['name']})")
@@ -164,7 +164,7 @@ def build_corpus(
         status = "kept"
         if not _complete(run_dir):
             if run_dir.exists():
-                _clear(run_dir)
+                _set_aside(run_dir)
             if twin:
                 _run_twin(doc, run_dir)
             else:
@@ -196,10 +196,14 @@ def _run_twin(doc: dict[str, Any], run_dir: Path) -> None:
     )
 
 
-def _clear(run_dir: Path) -> None:
-    import shutil
+def _set_aside(run_dir: Path) -> None:
+    """Keep an incomplete run (what it measured is not thrown away) out of the corpus."""
+    aside = run_dir.with_name(run_dir.name + ".partial")
+    if aside.exists():
+        import shutil
 
-    shutil.rmtree(run_dir)
+        shutil.rmtree(aside)
+    run_dir.rename(aside)
 
 
 __all__ = ["CORPUS_JSON", "build_corpus", "setup_document", "setups", "twin_model"]
