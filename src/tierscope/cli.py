@@ -619,7 +619,7 @@ def learn(
         str, typer.Option(help="all, recommended, server, resource, latency or waiting.")
     ] = "all",
     scheme: Annotated[str, typer.Option(help="new-setup, new-level or both.")] = "new-setup",
-    window: Annotated[float, typer.Option(help="Observation window [s].")] = 1.0,
+    window: Annotated[float, typer.Option(help="Observation window in seconds.")] = 1.0,
     models: Annotated[
         str | None, typer.Option(help="Comma-separated models (default: all five).")
     ] = None,
