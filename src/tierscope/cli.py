@@ -378,6 +378,10 @@ def report(
         typer.Option("--out", metavar="FILE", help="HTML file (default RUN_DIR/report.html)."),
     ] = None,
     option: OptionPairs = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", metavar="MODEL", help="Add the 'learned indicators' of a model."),
+    ] = None,
 ) -> None:
     """Write the self-contained HTML report of a run (and its analysis.json)."""
     from tierscope.analysis import analyze as run_analysis
@@ -391,7 +395,14 @@ def report(
     doc = run_analysis(run, options)
     write_analysis(run_dir, doc)
     title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
-    path = write_report(run_dir, render(doc, report_series(run, options), title), out_file)
+    learned = None
+    if model is not None:
+        from tierscope.learn.classify import learned_indicators
+        from tierscope.learn.persist import load
+
+        learned = learned_indicators(load(model), run, doc)
+    page = render(doc, report_series(run, options), title, learned)
+    path = write_report(run_dir, page, out_file)
     out.print(f"report: {path}", markup=False)
 
 
@@ -794,6 +805,135 @@ def plan(
     )
     doc = plan_document(model, plans, objectives, price_book, margin)
     _emit(doc, as_json, lambda d: _terminal.plan(d, run_dir.name))
+
+
+@app.command()
+def corpus(
+    spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="Corpus spec (YAML).")],
+    setups: Annotated[int, typer.Option("--setups", min=1, help="Number of setups.")] = 20,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Corpus folder (one run per setup).")
+    ] = Path("corpus"),
+    twin: Annotated[
+        bool, typer.Option("--twin", help="Simulate each setup with the queueing twin.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run many setups of a system (different tiers limiting) as sweeps: data for learning."""
+    from tierscope.learn.corpus import build_corpus
+    from tierscope.report import terminal
+    from tierscope.spec.learn import load_corpus_spec
+
+    spec = load_corpus_spec(spec_file)
+    console = err if as_json else out
+
+    def progress(i: int, n: int, name: str, tier: str) -> None:
+        console.print(f"[{i}/{n}] {name} (capped tier: {tier}) done", markup=False)
+
+    doc = build_corpus(spec, setups, out_dir, twin=twin, source=str(spec_file), on_setup=progress)
+    summary = {
+        "out": str(out_dir),
+        "kind": doc["kind"],
+        "setups": len(doc["setups"]),
+        "run": sum(s["status"] == "run" for s in doc["setups"]),
+        "planted_tiers": {
+            t: sum(s["planted_tier"] == t for s in doc["setups"])
+            for t in sorted({s["planted_tier"] for s in doc["setups"]})
+        },
+    }
+    _emit(summary, as_json, lambda d: terminal.key_values(f"corpus {out_dir}", _flat(d)))
+
+
+@app.command()
+def learn(
+    data: Annotated[
+        list[Path], typer.Argument(metavar="DATA...", help="Run/corpus folders or one table.")
+    ],
+    target: Annotated[str, typer.Option(help="saturation (client/gray/server) or tier.")] = (
+        "saturation"
+    ),
+    features: Annotated[
+        str, typer.Option(help="all, recommended, server, resource, latency or waiting.")
+    ] = "all",
+    scheme: Annotated[str, typer.Option(help="new-setup, new-level or both.")] = "new-setup",
+    window: Annotated[float, typer.Option(help="Observation window in seconds.")] = 1.0,
+    models: Annotated[
+        str | None, typer.Option(help="Comma-separated models (default: all five).")
+    ] = None,
+    max_folds: Annotated[
+        int | None, typer.Option(help="At most this many folds, evenly spread (default: all).")
+    ] = None,
+    compare: Annotated[
+        bool, typer.Option("--compare/--no-compare", help="Score every feature set too.")
+    ] = True,
+    jobs: Annotated[int, typer.Option(help="Folds fitted in parallel.")] = 1,
+    save: Annotated[
+        Path | None, typer.Option("--save", metavar="MODEL", help="Fit on all data and save.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Cross-validate classifiers that tell from metrics whether the server side is saturated
+    (or which tier limits), on setups or load levels they never saw."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from tierscope.learn import evaluate, load_dataset
+    from tierscope.learn.persist import save as save_model
+    from tierscope.learn.persist import train
+    from tierscope.report.learning import learn_summary
+    from tierscope.spec.learn import LearnOptions
+
+    given: dict[str, Any] = {
+        "target": target,
+        "features": features,
+        "scheme": scheme,
+        "window_s": window,
+        "max_folds": max_folds,
+        "compare_features": compare,
+        "jobs": jobs,
+    }
+    if models is not None:
+        given["models"] = tuple(m.strip() for m in models.split(",") if m.strip())
+    options = LearnOptions.parse(given, source="tierscope learn")
+    dataset = load_dataset(data, options.window_s)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
+        transient=True,
+    ) as bar:  # fmt: skip
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        doc = evaluate(dataset, options, progress)
+    if save is not None:
+        bundle = train(
+            dataset,
+            target=options.target,
+            model=doc["best"],
+            feature_set=options.features,
+            evaluation=doc,
+        )
+        doc["saved"] = str(save_model(bundle, save))
+    _emit(doc, as_json, learn_summary)
+
+
+@app.command()
+def classify(
+    model_file: Annotated[Path, typer.Argument(metavar="MODEL", help="From learn --save.")],
+    metrics: Annotated[
+        Path, typer.Argument(metavar="METRICS", help="A CSV of recent samples or a run folder.")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Classify the latest window of metrics: saturated side and limiting tier."""
+    from tierscope.learn.classify import classify as classify_window
+    from tierscope.learn.persist import load
+    from tierscope.report.learning import classify_summary
+
+    doc = classify_window(load(model_file), metrics)
+    _emit(doc, as_json, classify_summary)
 
 
 def _flat(doc: dict[str, Any]) -> list[tuple[str, Any]]:

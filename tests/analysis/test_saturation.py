@@ -3,6 +3,8 @@ Kneedle, intervention analysis and the USL, each against a value known independe
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import polars as pl
 import pytest
@@ -163,3 +165,14 @@ def test_slo_point_and_curve_with_repetitions() -> None:
     assert point["reps"] == 2 and point["throughput"] == pytest.approx(100.0)
     assert point["throughput_std"] == pytest.approx(np.std([99, 101], ddof=1))
     assert len(entry["labels"]) == 10
+
+
+def test_intervention_knee_with_equal_slopes_after_the_knee_does_not_warn() -> None:
+    # issue 8 regression: slopes past the peak equal up to rounding made scipy's t test warn
+    # (precision loss), an error under filterwarnings=error, in the middle of a corpus
+    slopes = [2.0, 1.0, 1.5, 3.0, 3.0, 3.0000000000000004]
+    throughput = np.concatenate([[0.0], np.cumsum(slopes)]).tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        knee = intervention_knee(list(range(7)), throughput)
+    assert knee["level"] == 4.0 and knee["mean_after"] == pytest.approx(3.0)

@@ -11,6 +11,7 @@ answer different questions and are all reported, none is derived from another.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,7 +159,11 @@ def intervention_knee(levels: Sequence[float], throughput: Sequence[float]) -> d
     if np.allclose(a, a[0]) and np.allclose(b, b[0]):
         p = 0.0 if not math.isclose(a[0], b[0]) else 1.0
     else:
-        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+        # one side nearly constant (e.g. equal slopes past the peak): scipy warns of precision
+        # loss in the variance; the p-value is still the right answer (or NaN, reported None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
     return {
         "level": float(w[c + 1]),
         "method": "intervention-throughput",

@@ -560,7 +560,57 @@ window.addEventListener('load', function () {
 """
 
 
-def render(doc: dict[str, Any], series: dict[str, Any], title: str = "tierscope report") -> str:
+def _learned_section(learned: dict[str, Any] | None) -> str:
+    """What a saved classifier learnt and what it says of this run, level by level."""
+    if learned is None:
+        return ""
+    parts = ["<h2>Learned indicators</h2>"]
+    ev = learned.get("evaluation")
+    if ev:
+        mm = ev.get("major_mistake_rate")
+        parts.append(
+            f"<p>Model <b>{_e(ev['best'])}</b> for <b>{_e(ev['target'])}</b>, features "
+            f"{_e(ev['features'])}: accuracy {ev['accuracy']:.1%} on setups it never saw "
+            f"(scheme {_e(ev['scheme'])}, {ev['setups']} setups, {ev['folds']} folds), against "
+            f"{ev['baseline']:.1%} for always answering the majority class"
+            + ("" if mm is None else f"; major mistakes {mm:.1%}")
+            + ".</p>"
+        )
+        if ev.get("importance"):
+            rows = "".join(
+                f"<tr><td>{_e(d['metric'])}</td><td>{d['accuracy_drop']:.2%}</td></tr>"
+                for d in ev["importance"][:10]
+            )
+            parts.append(
+                "<p>The metrics it relies on most (accuracy lost when the metric is shuffled):"
+                f"</p><table><tr><th>metric</th><th>accuracy drop</th></tr>{rows}</table>"
+            )
+    targets = list(learned.get("targets", {}))
+    head = "".join(f"<th>model: {_e(t)}</th>" for t in targets)
+    rows = ""
+    for lv in learned["levels"]:
+        cells = "".join(
+            f"<td>{_e(lv.get(t))} ({lv.get(t + '_share', 0):.0%} of windows)</td>" for t in targets
+        )
+        rows += (
+            f"<tr><td>{_e(lv['setup'])}</td><td>{_n(lv['level'])}</td><td>{lv['windows']}</td>"
+            f"<td>{_e(lv['label'])}</td><td>{_e(lv['bottleneck_tier'])}</td>{cells}</tr>"
+        )
+    parts.append(
+        f"<p>The model's answer for each {learned['window_s']:g} s window of this run, by level "
+        "(majority of the windows), beside the analysis above:</p>"
+        "<table><tr><th>setup</th><th>level</th><th>windows</th><th>analysis: label</th>"
+        f"<th>analysis: bottleneck tier</th>{head}</tr>{rows}</table>"
+    )
+    return "\n".join(parts)
+
+
+def render(
+    doc: dict[str, Any],
+    series: dict[str, Any],
+    title: str = "tierscope report",
+    learned: dict[str, Any] | None = None,
+) -> str:
     """The report page as one HTML string (plotly.js included: no network needed)."""
     notes = "".join(f'<p class="note">Note: {_e(n)}</p>' for n in doc["notes"])
     glossary = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in GLOSSARY)
@@ -575,6 +625,7 @@ def render(doc: dict[str, Any], series: dict[str, Any], title: str = "tierscope 
             _bottleneck_section(doc, series),
             _indicator_section(doc),
             _timeline_section(doc, series),
+            _learned_section(learned),
             "<h2>What the numbers mean</h2>",
             f"<dl>{glossary}</dl>",
             "<h2>Options used</h2>",
