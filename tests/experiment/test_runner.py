@@ -113,7 +113,10 @@ def test_little_law_per_tier_and_stalls_as_ground_truth(tmp_path: Path) -> None:
         area = (np.minimum(rec["end"].to_numpy(), b) - np.maximum(rec["start"].to_numpy(), a)).clip(
             0
         )
-        assert gauge == pytest.approx(area.sum() / (b - a), rel=0.2, abs=0.05), tier
+        # abs: the gauge mean is a sample of about 180 correlated 50 ms readings; for a tier
+        # holding about 0.4 requests on average its standard error is about 0.06 (the db tier
+        # came out 0.34 against 0.44 once in a full CI run)
+        assert gauge == pytest.approx(area.sum() / (b - a), rel=0.2, abs=0.15), tier
 
 
 def test_points_and_client_metrics(tmp_path: Path) -> None:
