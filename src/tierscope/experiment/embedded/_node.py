@@ -50,6 +50,25 @@ def announce(cfg: dict[str, Any], port: int) -> None:
     os.replace(tmp, path)
 
 
+async def serve_until_stopped(cfg: dict[str, Any], handle: Any) -> None:
+    """Serve ``handle`` on the configured port, announce readiness, and return once SIGTERM or
+    SIGINT arrives (the listening socket closed); the caller then closes its own resources."""
+    import asyncio
+
+    from tierscope.experiment.embedded._http import start_server
+
+    server = await start_server(
+        handle, cfg.get("host", "127.0.0.1"), int(cfg.get("port", 0)), reuse_port=True
+    )
+    announce(cfg, server.sockets[0].getsockname()[1])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    await stop.wait()
+    server.close()
+
+
 def exit_on_parent_death() -> None:
     """Die with the runner even if it is SIGKILLed (Linux PR_SET_PDEATHSIG)."""
     try:

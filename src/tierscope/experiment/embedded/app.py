@@ -16,7 +16,6 @@ import itertools
 import json
 import os
 import queue
-import signal
 import socket
 import threading
 import time
@@ -25,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tierscope.experiment.embedded import _node
-from tierscope.experiment.embedded._http import Request, Response, start_server
+from tierscope.experiment.embedded._http import Request, Response
 from tierscope.experiment.embedded._instrument import Gauges, RequestLog, burn, write_io
 from tierscope.experiment.embedded.data import QUERIES, SIZES, pg_sql
 
@@ -320,16 +319,7 @@ class App:
 
 async def _main(cfg: dict[str, Any]) -> None:
     app = App(cfg)
-    server = await start_server(
-        app.handle, cfg.get("host", "127.0.0.1"), int(cfg.get("port", 0)), reuse_port=True
-    )
-    _node.announce(cfg, server.sockets[0].getsockname()[1])
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    await stop.wait()
-    server.close()
+    await _node.serve_until_stopped(cfg, app.handle)
     app.log.close()
     if app.db_log is not None:
         app.db_log.close()

@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import signal
 import time
 from typing import Any
 
 from tierscope.experiment.embedded import _node
-from tierscope.experiment.embedded._http import Request, Response, Upstream, start_server
+from tierscope.experiment.embedded._http import Request, Response, Upstream
 from tierscope.experiment.embedded._instrument import Gauges, RequestLog, burn
 
 #: Path prefix -> interaction name, for the request log (the app knows its own names).
@@ -111,16 +110,7 @@ class Web:
 
 async def _main(cfg: dict[str, Any]) -> None:
     web = Web(cfg)
-    server = await start_server(
-        web.handle, cfg.get("host", "127.0.0.1"), int(cfg.get("port", 0)), reuse_port=True
-    )
-    _node.announce(cfg, server.sockets[0].getsockname()[1])
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    await stop.wait()
-    server.close()
+    await _node.serve_until_stopped(cfg, web.handle)
     for u in web.upstreams:
         u.close()
     web.log.close()
