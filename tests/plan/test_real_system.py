@@ -50,12 +50,8 @@ def base_spec(tiers: dict[str, Any], levels: list[int]) -> dict[str, Any]:
     }
 
 
-#: The issue's target for the mean response time at 70 % of the peak is 15 %. Measured on this
-#: 2-core VM (shared with other work): app-capped +9 %, db-capped +25 %, the demo system -12 %
-#: (docs/models-from-measurements.md). It is read between two levels where the curve bends, so
-#: a few ms of noise at one level move it by 10-20 %. Until the target is met reliably (issue 7
-#: stays open) the test holds the model to a bound it meets, and prints the errors.
-RT_BOUND = 0.30
+#: The issue's target for the mean response time at 70 % of the peak.
+RT_BOUND = 0.15
 
 DB_BOTTLENECK = {"web": {"cpu": 0.5}, "app": {"cpu": 0.8}, "db": {"cpu": 0.2}}
 APP_BOTTLENECK = {"web": {"cpu": 0.5}, "app": {"cpu": 0.2, "cpu_cost": 0.0015}, "db": {"cpu": 0.8}}
@@ -110,11 +106,6 @@ def test_calibrated_model_predicts_the_measured_sweep(
     s = cal.summary
     assert abs(s["peak_throughput"]["error"]) < 0.10
     assert "rt_at_70pct_peak" in s
-    if bottleneck == "db" and abs(s["rt_at_70pct_peak"]["error"]) >= RT_BOUND:
-        # Known gap (issue 7, open): with the database capped at 0.2 core the model's mean
-        # response time between 20 and 35 users runs highest (+25 % in the last run, +45-70 %
-        # with the requests' own demands), while the peak throughput is within 4 %.
-        pytest.xfail(f"db-capped response time at 70 % of peak: {s['rt_at_70pct_peak']}")
     assert abs(s["rt_at_70pct_peak"]["error"]) < RT_BOUND
 
 

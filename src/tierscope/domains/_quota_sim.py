@@ -18,9 +18,14 @@ own random phase); background CPU (a tier's load that does not depend on request
 from the budget. Requests go through the tiers in order, each spending its own CPU demand at
 one replica: the first tier's replicas are chosen round robin, the others by fewest requests
 present (the embedded web tier's balancing), except writes at a replicated last tier, which run
-at every replica one after the other (RAIDb-1). A constant ``delay`` adds what happens outside
-the tiers (network, client). Users think for an exponential (or constant) time between
-requests.
+at every replica one after the other (RAIDb-1). A ``delay`` adds what happens outside the tiers
+(network, client, wake-ups): constant, or its mean times a draw from ``delay_shape``. Users think
+for an exponential (or constant) time between requests.
+
+The kernel does not throw away all unused budget at a period boundary: a CPU's run queue keeps
+up to ``min_cfs_rq_runtime`` (1 ms) of the runtime it took when its tasks go to sleep, and since
+Linux 5.4 that runtime no longer expires, so it is spent in the next period on top of the
+refilled quota. ``carry`` is that amount per replica (1 ms per process, each on its CPU).
 
 Per-request CPU demands are drawn from ``demand_samples`` (rows of per-tier demands measured for
 real requests, so the mix and its correlations are kept) or are exponential with the tiers'
@@ -47,16 +52,30 @@ class _Replica:
     """CPU of one replica: budgeted, ``cap`` cores, processor sharing or round robin."""
 
     def __init__(
-        self, cap: float, budget: float, period: float, phase: float, quantum: float | None
+        self,
+        cap: float,
+        budget: float,
+        period: float,
+        phase: float,
+        quantum: float | None,
+        carry: float = 0.0,
     ):
         self.cap = cap
         self.budget_per_period = budget
         self.budget = budget
+        self.carry = carry
         self.period = period
         self.phase = phase
         self.quantum = quantum
         self.last = 0.0
         self.busy = 0.0  # CPU seconds used
+        # CFS statistics as the kernel counts them (nr_periods, nr_throttled): periods in which
+        # the replica ran, and those in which it ran out of budget.
+        self.periods = 0
+        self.throttled = 0
+        self._busy_at_refill = 0.0
+        self._out = False
+        self.frozen = 0  # stalls in progress (SIGSTOP: nothing runs)
         self.version = 0
         self.next_kind = DONE  # kind of the scheduled event
         # processor sharing: heap of (tag, seq, job) on a virtual clock
@@ -76,7 +95,7 @@ class _Replica:
     def speed(self) -> float:
         """Cores in use now."""
         n = len(self)
-        if n == 0 or self.budget <= _EPS:
+        if n == 0 or self.budget <= _EPS or self.frozen:
             return 0.0
         return min(float(n), self.cap) if self.quantum is None else float(self.running())
 
@@ -107,6 +126,15 @@ class _Replica:
         else:
             self.queue.append([job, work, self.quantum])
 
+    def refill(self, count: bool) -> None:
+        """Start a new period (after ``advance``); ``count``: add the one ending to the stats."""
+        if count and self.busy > self._busy_at_refill:
+            self.periods += 1
+            self.throttled += self._out
+        self._busy_at_refill = self.busy
+        self._out = False
+        self.budget = self.budget_per_period + min(self.budget, self.carry)
+
     def next_event(self, now: float) -> tuple[float, int]:
         """(time, kind) of the replica's next change, (inf, DONE) if none."""
         s = self.speed()
@@ -130,6 +158,7 @@ class _Replica:
         """Apply the event (after ``advance``); returns the job that finished, if any."""
         if kind == OUT:
             self.budget = 0.0
+            self._out = True
             return None
         if self.quantum is None:
             tag, _, job = heapq.heappop(self.heap)
@@ -163,6 +192,7 @@ class SimTier:
     background: float = 0.0  # cores per replica used regardless of requests
     write_all: bool = False  # writes run at every replica (the replicated last tier)
     quantum: float | None = None  # round-robin time slice (None: processor sharing)
+    carry: float = 0.0  # unused budget (CPU seconds) a replica keeps into the next period
 
 
 @dataclass
@@ -186,6 +216,9 @@ class SimOutcome:
     response_times: np.ndarray
     utilization: dict[str, float]  # busy cores per tier (requests only)
     simulated: float
+    #: per tier with a quota: throttled periods / periods in which it ran (the kernel's
+    #: nr_throttled / nr_periods), over all its replicas
+    throttled: dict[str, float] = field(default_factory=dict)
     trace: SimTrace | None = None
 
     @property
@@ -205,6 +238,9 @@ def simulate_closed(
     demand_samples: np.ndarray | None = None,
     write_fraction: np.ndarray | None = None,
     delay: float = 0.0,
+    delay_shape: np.ndarray | None = None,
+    stalls: list[tuple[int, int | None, float, float]] | None = None,
+    stall_cycle: float = 0.0,
     think_dist: str = "exp",
     period: float = 0.1,
     warmup: float = 5.0,
@@ -218,8 +254,10 @@ def simulate_closed(
     ``demand_samples[i, k]``: CPU seconds of the i-th sampled request at tier k (all replicas
     together); ``write_fraction[i]``: the part of its last-tier demand that is a write (run at
     every replica of a write-all tier). Without samples, demands are exponential with
-    ``demand_means``. With ``trace``, every request, every stay at a replica and the CPU of
-    every replica each ``sample`` seconds are recorded.
+    ``demand_means``. ``stalls``: (tier, replica or None for all, start, end) of the stalls in
+    one ``stall_cycle`` of seconds, repeated from time 0; a stalled replica runs nothing. With
+    ``trace``, every request, every stay at a replica and the CPU of every replica each
+    ``sample`` seconds are recorded.
     """
     rng = np.random.default_rng(seed)
     T = len(tiers)
@@ -228,13 +266,20 @@ def simulate_closed(
         budget = _INF if tier.quota is None else max(tier.quota - tier.background, 1e-6) * period
         reps.append(
             [
-                _Replica(tier.cap, budget, period, float(rng.uniform(0, period)), tier.quantum)
+                _Replica(
+                    tier.cap,
+                    budget,
+                    period,
+                    float(rng.uniform(0, period)),
+                    tier.quantum,
+                    tier.carry,
+                )
                 for _ in range(tier.replicas)
             ]
         )
     events: list[tuple[float, int, int, int, int, int]] = []  # (t, seq, kind, a, b, version)
     seq = itertools.count()
-    ARRIVE, REPLICA, REFILL, LEAVE, SAMPLE = 0, 1, 2, 3, 4
+    ARRIVE, REPLICA, REFILL, LEAVE, SAMPLE, STALL = 0, 1, 2, 3, 4, 5
 
     def schedule(k: int, r: int, now: float) -> None:
         rep = reps[k][r]
@@ -249,6 +294,7 @@ def simulate_closed(
                 heapq.heappush(events, (rep.phase, next(seq), REFILL, k, r, 0))
 
     n_samples = 0 if demand_samples is None else demand_samples.shape[0]
+    n_shape = 0 if delay_shape is None else len(delay_shape)
     work = np.zeros((users, T))
     writes = np.zeros(users)
     start = np.zeros(users)
@@ -258,6 +304,13 @@ def simulate_closed(
     writing = np.zeros(users, dtype=bool)
     rr = [0] * T
     horizon = warmup + duration
+    if stalls and stall_cycle > 0:
+        for c in range(int(horizon // stall_cycle) + 1):
+            t0 = c * stall_cycle
+            for k, r, a, b in stalls:
+                for j in range(len(reps[k])) if r is None else [r]:
+                    heapq.heappush(events, (t0 + a, next(seq), STALL, k, j, 1))
+                    heapq.heappush(events, (t0 + b, next(seq), STALL, k, j, -1))
     rts: list[float] = []
     busy0: list[list[float]] | None = None
     rec = SimTrace() if trace else None
@@ -300,7 +353,8 @@ def simulate_closed(
             k += 1
         if k == T:
             if delay > 0:
-                heapq.heappush(events, (now + delay, next(seq), LEAVE, u, 0, 0))
+                d = delay if delay_shape is None else delay * delay_shape[rng.integers(n_shape)]
+                heapq.heappush(events, (now + d, next(seq), LEAVE, u, 0, 0))
             else:
                 leave(u, now)
             return
@@ -363,10 +417,15 @@ def simulate_closed(
             enter(u, 0, now)
         elif kind == LEAVE:
             leave(a, now)
+        elif kind == STALL:
+            rep = reps[a][b]
+            rep.advance(now)
+            rep.frozen += version  # +1 at the start, -1 at the end
+            schedule(a, b, now)
         elif kind == REFILL:
             rep = reps[a][b]
             rep.advance(now)
-            rep.budget = rep.budget_per_period
+            rep.refill(count=now >= warmup + rep.period)
             heapq.heappush(events, (now + rep.period, next(seq), REFILL, a, b, 0))
             schedule(a, b, now)
         else:  # SAMPLE
@@ -382,16 +441,20 @@ def simulate_closed(
         for rep in row:
             rep.advance(end)
     span = max(end - warmup, _EPS)
-    util = {}
+    util, throttled = {}, {}
     for k, tier in enumerate(tiers):
         before = 0.0 if busy0 is None else sum(busy0[k])
         util[tier.name] = (sum(rep.busy for rep in reps[k]) - before) / span
+        periods = sum(rep.periods for rep in reps[k])
+        if tier.quota is not None and periods:
+            throttled[tier.name] = sum(rep.throttled for rep in reps[k]) / periods
     return SimOutcome(
         users=users,
         throughput=len(rts) / span,
         response_times=np.asarray(rts),
         utilization=util,
         simulated=span,
+        throttled=throttled,
         trace=rec,
     )
 

@@ -26,6 +26,9 @@ from tierscope.spec.model import Model, parse_model
 TIER_ORDER = ("web", "app", "db")
 #: Linux CFS bandwidth period the runner sets (cgroups.CFS_PERIOD_US).
 CFS_PERIOD_S = 0.1
+#: Runtime a CPU's run queue keeps when its tasks sleep (the kernel's min_cfs_rq_runtime); it
+#: does not expire at the period's end since Linux 5.4, so a replica can carry it over.
+CFS_MIN_RUNTIME_S = 0.001
 #: CPython's GIL switch interval: a Python server runs one thread for up to this long, so the
 #: embedded tiers serve requests round robin with this time slice.
 PYTHON_SWITCH_INTERVAL_S = 0.005
@@ -132,15 +135,21 @@ class TierModel:
 @dataclass(frozen=True)
 class NTierModel:
     """A closed n-tier system: tiers in request order, users who think ``think_time`` seconds
-    between requests, a constant ``delay`` outside the tiers, and per-request demand samples
-    (rows: requests, columns: tiers, CPU seconds; ``write_fraction``: the part of the last
-    tier's demand that every replica of it runs)."""
+    between requests, a ``delay`` outside the tiers (its mean; ``delay_shape``: relative draws
+    with mean 1 for its spread, else constant), and per-request demand samples (rows: requests,
+    columns: tiers, CPU seconds; ``write_fraction``: the part of the last tier's demand that
+    every replica of it runs). ``stalls`` repeat the run's injected stalls (the quota simulation
+    freezes the replica; the product-form solvers ignore them)."""
 
     tiers: tuple[TierModel, ...]
     think_time: float
     delay: float = 0.0
     demand_samples: Any = None  # np.ndarray [S, T] | None
     write_fraction: Any = None  # np.ndarray [S] | None
+    delay_shape: Any = None  # np.ndarray [M] | None
+    #: stalls (tier, 0-based replica or None for all, start, end) in every ``stall_cycle`` s
+    stalls: tuple[tuple[str, int | None, float, float], ...] = ()
+    stall_cycle: float = 0.0
     think_dist: str = "exp"
     period: float = CFS_PERIOD_S
 
@@ -268,6 +277,8 @@ class Prediction:
     throughput_hw: float | None = None  # CI half-widths (simulation)
     rt_mean_hw: float | None = None
     response_times: Any = None  # np.ndarray of simulated response times
+    #: throttled fraction of the periods in which a quota'd tier ran (simulation only)
+    throttled: dict[str, float] | None = None
 
     def rt_quantile(self, q: float) -> float | None:
         if self.response_times is None or len(self.response_times) == 0:
@@ -289,6 +300,8 @@ class Prediction:
         }
         if self.throughput_hw is not None:
             out["ci"] = {"throughput": self.throughput_hw, "rt_mean": self.rt_mean_hw}
+        if self.throttled is not None:
+            out["throttled"] = dict(self.throttled)
         return out
 
 
@@ -365,6 +378,7 @@ def _predict_sim(
             background=t.background,
             write_all=(i == len(model.tiers) - 1),
             quantum=t.facts.quantum,
+            carry=CFS_MIN_RUNTIME_S * t.facts.processes,
         )
         for i, t in enumerate(model.tiers)
     ]
@@ -376,6 +390,9 @@ def _predict_sim(
         demand_samples=model.demand_samples,
         write_fraction=model.write_fraction,
         delay=model.delay,
+        delay_shape=model.delay_shape,
+        stalls=[(model.names.index(t), r, a, b) for t, r, a, b in model.stalls],
+        stall_cycle=model.stall_cycle,
         think_dist=model.think_dist,
         period=model.period,
         warmup=warmup,
@@ -405,10 +422,12 @@ def _predict_sim(
         throughput_hw=x_hw,
         rt_mean_hw=r_hw,
         response_times=rts,
+        throttled=out.throttled,
     )
 
 
 __all__ = [
+    "CFS_MIN_RUNTIME_S",
     "CFS_PERIOD_S",
     "PYTHON_SWITCH_INTERVAL_S",
     "SOLVERS",

@@ -36,6 +36,7 @@ from tierscope.domains.ntier import (
 )
 from tierscope.errors import InputError
 from tierscope.estimate import CI, UBR, observations_from_run
+from tierscope.spec.experiment import ExperimentSpec
 from tierscope.store import Run
 
 #: Levels whose busiest tier is below this utilisation estimate the think time.
@@ -105,7 +106,7 @@ def measured_levels(run: Run, setup: str) -> pl.DataFrame:
     """Mean of each level's repetitions: level, throughput, rt_mean, rt_p95, tier utilisations."""
     assert run.points is not None
     pts = run.points.filter(pl.col("setup") == setup)
-    util_cols = [c for c in pts.columns if c.endswith(".cpu_cores")]
+    util_cols = [c for c in pts.columns if c.endswith((".cpu_cores", ".cpu_throttled_ratio"))]
     return (
         pts.group_by("level")
         .agg(
@@ -120,26 +121,21 @@ def measured_levels(run: Run, setup: str) -> pl.DataFrame:
     )
 
 
-#: How much of a request's own deviation from its interaction's mean demand the simulation
-#: keeps (see :func:`_shrunk_demands`).
-KEEP_SPREAD = 0.5
-
-
-def _shrunk_demands(run: Run, requests: pl.Series, samples: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Per-request demand rows (``samples``: [requests, stations]) for the simulation, each
-    pulled halfway to its interaction's mean where the run records interactions (else unchanged).
+def _interaction_demands(
+    run: Run, requests: pl.Series, samples: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """Per-request demand rows (``samples``: [requests, stations]) replaced by their
+    interaction's mean, where the run records interactions (else unchanged).
 
     Why: complete information shares each 50 ms CPU sample among the requests present in it,
-    which is right on average but adds spread to the single requests: on the embedded system,
-    whose tiers burn a fixed CPU time per query, the demands within one interaction came out
-    with a coefficient of variation of 0.55-0.7. Fed to the simulation, that spread adds
-    queueing; part of it is real variation (scheduling, the GIL, cache), which the percentiles
-    need. On three real runs (docs/models-from-measurements.md), the requests' own demands put
-    the mean response time near 70 % of the peak 0-45 % high and the p95 up to 180 % high;
-    interaction means got the means within 4-20 % but every p95 10-30 % low, which would make
-    plan choose configurations too small; halfway (``KEEP_SPREAD``) was the balance: means within
-    9-25 %, p95 errors of both signs. The mix of interactions, and the real spread between
-    them, is kept either way.
+    which is right on average but not for single requests: on the embedded system, whose tiers
+    burn a fixed CPU time per query, the demands within one interaction came out with a
+    coefficient of variation of 0.55-0.7. Fed to the quota simulation, that spread makes the
+    CPU used per 100 ms period burstier than it is, so the simulated tier is throttled too
+    early (15 % of periods against 5 % measured at 60 % of a 0.2-core quota) and the response
+    time near the knee comes out 25-45 % high. The spread of real response times at light load
+    is kept, but outside the CPU, in the outside delay (:func:`_delay_shape`); the mix of
+    interactions, and the real differences between them, are kept.
     """
     if run.requests is None or "interaction" not in run.requests.columns:
         return samples, False
@@ -156,8 +152,7 @@ def _shrunk_demands(run: Run, requests: pl.Series, samples: np.ndarray) -> tuple
     if joined["interaction"].null_count() > 0 or joined.height != len(requests):
         return samples, False
     cols = [f"d{k}" for k in range(samples.shape[1])]
-    means = joined.select(pl.col(c).mean().over("interaction") for c in cols).to_numpy()
-    return means + KEEP_SPREAD * (samples - means), True
+    return joined.select(pl.col(c).mean().over("interaction") for c in cols).to_numpy(), True
 
 
 def build_model(
@@ -208,13 +203,14 @@ def build_model(
     scale = np.where(mean_now > 0, demand_single / np.where(mean_now > 0, mean_now, 1), 0.0)
     samples = samples * scale[None, :]
     write_demand = float((write_fraction * samples[:, last]).mean())
+    by_interaction = False
     if write_demand == 0:
         # (the split of writes needs each request's own demand: it keeps them)
-        samples, shrunk = _shrunk_demands(run, ci.request_demands_["request"], samples)
-        if shrunk:
+        samples, by_interaction = _interaction_demands(run, ci.request_demands_["request"], samples)
+        if by_interaction:
             notes.append(
-                "per-request demands pulled halfway to their interaction's mean (sharing 50 ms "
-                "CPU samples among requests overstates the spread within an interaction)"
+                "each request's demands are its interaction's means (sharing 50 ms CPU samples "
+                "among requests overstates the spread within an interaction)"
             )
     if m == 1 and spec.workload.get("mix") == "read-write":
         notes.append(
@@ -233,21 +229,50 @@ def build_model(
     levels = measured_levels(run, setup)
     think, think_note = _think_time(levels, tiers)
     notes.append(think_note)
+    stalls, cycle = _stall_schedule(spec)
+    if stalls:
+        notes.append(
+            f"{len(stalls)} injected stall(s) in each {cycle:g} s steady window are repeated "
+            "in the simulation (a stalled replica runs nothing)"
+        )
+    if any(f.kind == "cpu_hog" for f in spec.faults):
+        notes.append("injected cpu_hog faults are not modelled: their CPU counts as demand")
     model = NTierModel(
         tiers=tiers,
         think_time=think,
         demand_samples=samples,
         write_fraction=write_fraction if write_demand > 0 else None,
+        stalls=stalls,
+        stall_cycle=cycle,
     )
     estimates = {
         "demand_ubr": {st: float(ubr.demands_[k, 0]) for k, st in enumerate(obs.stations)},
         "background_ubr": {st: float(ubr.background_[k]) for k, st in enumerate(obs.stations)},
         "demand_ci": {st: float(ci_mean[k]) for k, st in enumerate(obs.stations)},
+        "demands_by_interaction": by_interaction,
         "requests": int(samples.shape[0]),
         "windows": obs.n_windows,
         "unit": "cpu_s",
     }
     return model, estimates, notes
+
+
+def _stall_schedule(
+    spec: ExperimentSpec,
+) -> tuple[tuple[tuple[str, int | None, float, float], ...], float]:
+    """The injected stalls of one level's steady window, relative to its start, and the
+    window's length: the cycle the simulation repeats (the runner injects the same faults at
+    every level, timed from the level's start)."""
+    a, b = spec.phases.ramp_up, spec.phases.ramp_up + spec.phases.steady
+    out = []
+    for f in spec.faults:
+        if f.kind != "stall":
+            continue
+        for s, e in f.windows(b):
+            if e > a and s < b:
+                replica = None if f.replica is None else f.replica - 1
+                out.append((f.tier, replica, max(s, a) - a, min(e, b) - a))
+    return tuple(out), float(spec.phases.steady)
 
 
 def _write_demand(obs: Any, requests: pl.Series) -> np.ndarray:
@@ -305,15 +330,59 @@ def fit_model(
     base = predict(model, light["users"], solver=method, duration=400.0, seed=seed)
     residual = [float(r) - p.rt_mean for r, p in zip(light["rt"], base, strict=True)]
     delay = max(0.0, float(np.median(residual)))
-    model = replace(model, delay=delay)
+    # Per-request demands carry their own spread; interaction means leave it to the delay.
+    by_interaction = estimates["demands_by_interaction"]
+    shape = _delay_shape(run, setup, light["users"]) if by_interaction else None
+    model = replace(model, delay=delay, delay_shape=shape)
     used = ", ".join(str(u) for u in light["users"])
     notes.append(
-        f"outside delay {delay * 1e3:.3g} ms (network, client): the median of what the "
-        f"tiers leave of the response time at {used} users (busiest tier below "
+        f"outside delay {delay * 1e3:.3g} ms on average (network, client, wake-ups): the median "
+        f"of what the tiers leave of the response time at {used} users (busiest tier below "
         f"{LIGHT:.0%}); every level is predicted with it"
+        + (
+            f", spread like the light levels' response times beyond their interaction's "
+            f"fastest ({len(shape)} requests)"
+            if shape is not None
+            else ""
+        )
     )
     estimates["outside_delay_levels"] = light["users"]
     return model, estimates, notes
+
+
+def _delay_shape(run: Run, setup: str, users: list[int]) -> np.ndarray | None:
+    """Relative spread of the outside delay (mean 1), from the lightly loaded levels: how much
+    longer than its interaction's fastest requests (5th percentile) each request took.
+
+    Why there: at light load nothing queues, so what varies between requests of one interaction
+    (whose CPU demands are fixed in the model) is time outside the CPU quota — wake-ups, the
+    network, the GIL — which delays a request but does not spend its tier's CPU budget.
+    Requests that overlap an injected stall are left out (the simulation has the stalls).
+    """
+    if run.requests is None:
+        return None
+    assert run.points is not None
+    client = run.requests.filter((pl.col("tier") == "client") & (pl.col("status") == "ok"))
+    windows = run.points.filter(
+        (pl.col("setup") == setup) & pl.col("level").is_in([float(u) for u in users])
+    ).select("t_start", "t_end")
+    # the requests each point's statistics come from: those ending in its steady window
+    req = pl.concat(
+        [client.filter((pl.col("end") >= a) & (pl.col("end") < b)) for a, b in windows.rows()]
+        or [client.clear()]
+    )
+    if run.events is not None:
+        for a, b in run.events.filter(pl.col("kind") == "stall").select("t_start", "t_end").rows():
+            req = req.filter((pl.col("end") <= a) | (pl.col("start") >= b))
+    if req.height < 50:
+        return None
+    has_names = "interaction" in req.columns and req["interaction"].null_count() == 0
+    by = "interaction" if has_names else None
+    rt = pl.col("end") - pl.col("start")
+    floor = rt.quantile(0.05).over(by) if by else rt.quantile(0.05)
+    excess = req.select((rt - floor).clip(lower_bound=0.0)).to_series().to_numpy()
+    mean = float(excess.mean())
+    return excess / mean if mean > 0 else None
 
 
 def _light_levels(levels: pl.DataFrame, model: NTierModel) -> dict[str, list]:
@@ -367,6 +436,11 @@ def comparison_row(measured: dict[str, Any], p: Prediction) -> dict[str, Any]:
             "rt_mean": r_m,
             "rt_p95": measured.get("rt_p95"),
             "rt_p99": measured.get("rt_p99"),
+            "throttled": {
+                k.removesuffix(".cpu_throttled_ratio"): v
+                for k, v in measured.items()
+                if k.endswith(".cpu_throttled_ratio") and v is not None
+            },
         },
         "predicted": p.to_dict(),
         "error": {
