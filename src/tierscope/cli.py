@@ -777,7 +777,7 @@ def plan(
     solver: SolverOpt = "auto",
     margin: Annotated[
         float, typer.Option(help="Headroom: the predicted statistic must be this fraction below.")
-    ] = 0.1,
+    ] = 0.3,  # plan.planner.DEFAULT_MARGIN (the CLI imports its commands' modules lazily)
     duration: Annotated[float, typer.Option(help="Simulated seconds per evaluation.")] = 120.0,
     seed: SeedOpt = 1,
     as_json: JsonFlag = False,

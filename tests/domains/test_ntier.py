@@ -178,3 +178,88 @@ def test_round_robin_agrees_with_exact_mva_where_theory_says_so(
     )
     assert out.throughput == pytest.approx(exact.throughput, rel=0.02)
     assert out.rt_mean == pytest.approx(exact.rt_mean, rel=0.06)
+
+
+def _one_user(demand: float, tier: SimTier, **kw: object):
+    return simulate_closed(
+        [tier],
+        users=1,
+        think_time=kw.pop("think_time", 0.37),  # type: ignore[arg-type]
+        demand_means=np.array([demand]),
+        demand_samples=np.array([[demand]]),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_unused_budget_carried_over_lets_a_request_exceed_one_periods_quota() -> None:
+    """21 ms of CPU, 20 ms of budget per period, the previous periods idle. With the kernel's
+    1 ms carried over, every request runs straight through (R = 21 ms). Without it, a request
+    starting at offset φ < 80 ms of a period is throttled after 20 ms and ends 1 ms into the
+    next period (R = 101 ms - φ); only from φ = 80 ms on do its two parts fit in two budgets
+    (about 20 % of the offsets)."""
+
+    def rested(tier: SimTier) -> np.ndarray:
+        """Response times of the requests sent 200 ms or more after the previous one ended
+        (so their period and the one before started with no budget used)."""
+        out = _one_user(0.021, tier, think_time=0.5, warmup=0.0, duration=300, trace=True)
+        assert out.trace is not None
+        req = np.array([(s, e) for _, s, e in out.trace.requests])
+        idle = req[1:, 0] - req[:-1, 1]
+        rt = req[1:, 1] - req[1:, 0]
+        return rt[idle >= 0.2]
+
+    carry = rested(SimTier("db", 1, 1.0, 0.2, carry=0.001))
+    plain = rested(SimTier("db", 1, 1.0, 0.2))
+    assert carry.size > 300 and plain.size > 300
+    np.testing.assert_allclose(carry, 0.021, rtol=0, atol=1e-9)
+    straight = np.isclose(plain, 0.021, rtol=0, atol=1e-9)
+    assert 0.1 < straight.mean() < 0.3
+    phase = 0.101 - plain[~straight]  # offset φ of the throttled ones
+    assert np.all((phase >= -1e-9) & (phase < 0.080 + 1e-9))
+
+
+def test_carry_over_does_not_raise_the_long_run_capacity() -> None:
+    tiers = [SimTier("db", 1, 1.0, 0.2, carry=0.001)]
+    out = simulate_closed(
+        tiers, users=60, think_time=0.1, demand_means=np.array([2e-3]), duration=200, seed=3
+    )
+    assert out.utilization["db"] == pytest.approx(0.2, rel=0.01)
+
+
+def test_throttled_fraction_counts_periods_like_the_kernel() -> None:
+    """Overloaded: every period in which the replica runs ends throttled; 1 ms requests of
+    one user never meet the 20 ms budget; no quota, no statistic."""
+    over = simulate_closed(
+        [SimTier("db", 1, 1.0, 0.2)],
+        users=60,
+        think_time=0.1,
+        demand_means=np.array([2e-3]),
+        duration=60,
+    )
+    assert over.throttled["db"] == pytest.approx(1.0, abs=0.01)
+    light = _one_user(1e-3, SimTier("db", 1, 1.0, 0.2), duration=60)
+    assert light.throttled["db"] == 0.0
+    free = _one_user(1e-3, SimTier("db", 1, 1.0, None), duration=10)
+    assert free.throttled == {}
+
+
+def test_a_stalled_replica_runs_nothing_until_the_stall_ends() -> None:
+    """Stalls from 0.5 to 0.8 s of every second: a 1 ms request (one user, no quota) that
+    arrives in a stall ends 1 ms after it; the others take their 1 ms."""
+    out = _one_user(
+        1e-3,
+        SimTier("app", 1, 1.0, None),
+        think_time=0.05,
+        warmup=0.0,
+        duration=20,
+        stalls=[(0, None, 0.5, 0.8)],
+        stall_cycle=1.0,
+        trace=True,
+    )
+    assert out.trace is not None
+    req = np.array([(s, e) for _, s, e in out.trace.requests])
+    phase = req[:, 0] % 1.0
+    stalled = (phase >= 0.5) & (phase < 0.8)
+    assert stalled.sum() > 15 and (~stalled).sum() > 200  # one request is caught per stall
+    np.testing.assert_allclose(req[stalled, 1], np.floor(req[stalled, 0]) + 0.801, atol=1e-9)
+    np.testing.assert_allclose(req[~stalled, 1] - req[~stalled, 0], 1e-3, atol=1e-9)

@@ -54,3 +54,32 @@ def test_model_vs_measurement_columns(calibration) -> None:
     assert all(len(v) == len(LEVELS) for v in cols.values())
     doc = calibration.to_dict()
     assert {"model", "levels", "summary", "estimates", "notes"} <= set(doc)
+
+
+def test_injected_stalls_are_repeated_over_the_steady_window() -> None:
+    """Stalls at 10, 15, 20, 25 s of each level (0.3 s) and a single one of replica 2 at
+    4.9 s; the steady window is 5..25 s: the first three and the tail of the single one."""
+    from tierscope.plan.calibrate import _stall_schedule
+    from tierscope.spec.experiment import parse_experiment
+
+    doc = {
+        "name": "stalls",
+        "system": {"kind": "embedded", "topology": "1/2/1"},
+        "workload": {"mode": "closed", "think_time": {"dist": "exp", "mean": 0.5}},
+        "sweep": {"levels": [10]},
+        "phases": {"ramp_up": 5, "steady": 20, "ramp_down": 1},
+        "faults": [
+            {"kind": "stall", "tier": "db", "at": 10, "duration": 0.3, "every": 5},
+            {"kind": "stall", "tier": "app", "replica": 2, "at": 4.9, "duration": 0.3},
+            {"kind": "cpu_hog", "tier": "web", "at": 6, "duration": 1},
+        ],
+    }
+    stalls, cycle = _stall_schedule(parse_experiment(doc))
+    assert cycle == 20
+    rounded = sorted((t, r, round(a, 9), round(b, 9)) for t, r, a, b in stalls)
+    assert rounded == [
+        ("app", 1, 0.0, 0.2),
+        ("db", None, 5.0, 5.3),
+        ("db", None, 10.0, 10.3),
+        ("db", None, 15.0, 15.3),
+    ]

@@ -159,3 +159,12 @@ def test_calibrate_refuses_a_simulation_run(
     assert code == 2 and "measured run folder" in err
     code, out, _ = run(capsys, "estimate", str(trace), "--json", "--bootstrap", "0")
     assert code == 0 and json.loads(out)["method"] == "ci"
+
+
+def test_the_cli_margin_default_is_the_planners() -> None:
+    import inspect
+
+    from tierscope.cli import plan as plan_command
+    from tierscope.plan.planner import DEFAULT_MARGIN
+
+    assert inspect.signature(plan_command).parameters["margin"].default == DEFAULT_MARGIN

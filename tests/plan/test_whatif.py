@@ -93,3 +93,24 @@ def test_writes_at_every_database_replica_are_found_and_predicted(tmp_path: Path
         real = measured_levels(read_run(truth_dir), "s0").row(0, named=True)
         pred = whatif(model, [f"db.servers={replicas}"], [200], duration=200).predicted[0]
         assert pred.throughput == pytest.approx(real["throughput"], rel=0.06), replicas
+
+
+def test_stalls_none_removes_the_runs_injected_stalls(sweep: Path) -> None:
+    """The app tier frozen 0.3 s of every second: a request arriving in a stall waits 0.15 s
+    on average, so the mean response time of a lightly loaded system rises by about
+    0.3 x 0.15 = 45 ms; without the stalls it is back to the model's."""
+    from dataclasses import replace
+
+    from tierscope.domains.ntier import predict
+
+    model, _, _ = fit_model(read_run(sweep))
+    stalled = replace(model, stalls=(("app", None, 0.0, 0.3),), stall_cycle=1.0)
+    fixed = apply_changes(stalled, ["stalls=none"])
+    assert fixed.stalls == ()
+    with_stalls, without, plain = (
+        predict(m, [5], duration=300)[0] for m in (stalled, fixed, model)
+    )
+    assert without.rt_mean == pytest.approx(plain.rt_mean, rel=1e-9)
+    assert with_stalls.rt_mean - plain.rt_mean == pytest.approx(0.045, rel=0.25)
+    with pytest.raises(InputError):
+        apply_changes(stalled, ["stalls=some"])

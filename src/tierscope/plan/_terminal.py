@@ -74,10 +74,27 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
         "p95 meas.",
         "p95 pred.",
     )
+    # The bottleneck's throttled CFS periods, measured and simulated: is the quota modelled well?
+    bn = m["bottleneck"]
+    throttled = any(bn in (r["predicted"].get("throttled") or {}) for r in doc["levels"])
+    if throttled:
+        cols += (f"{bn} throttled meas./pred.",)
     for col in cols:
         levels.add_column(col, justify="right")
+
+    def share(v: float | None) -> str:
+        return "–" if v is None else f"{v:.0%}"
+
     for r in doc["levels"]:
         me, pr, er = r["measured"], r["predicted"], r["error"]
+        extra = (
+            (
+                f"{share((me.get('throttled') or {}).get(bn))} / "
+                f"{share((pr.get('throttled') or {}).get(bn))}",
+            )
+            if throttled
+            else ()
+        )
         levels.add_row(
             fmt(r["level"], 4),
             fmt(me["throughput"], 4),
@@ -88,6 +105,7 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
             _pct(er["rt_mean"]),
             _ms(me.get("rt_p95")),
             _ms(pr.get("rt_p95")),
+            *extra,
         )
     s = doc["summary"]
     peak = s["peak_throughput"]

@@ -1,18 +1,20 @@
 """Calibrate a queueing model of a measured n-tier system and validate it against the sweep.
 
-From a run folder of the embedded (or any web/app/db) system: the topology, quotas and processes
-come from the run's spec; the CPU demand of every request at every tier from complete
-information (the measured CPU of each node shared among the requests present, so the shape of
-the demand distribution — the interaction mix — is kept); the mean demand and each tier's
+From a run folder of the embedded (or any web/app/db) system: the topology, quotas, processes
+and injected stalls come from the run's spec; the CPU demand of every request at every tier
+from complete information (the measured CPU of each node shared among the requests present),
+averaged per interaction so that the interaction mix is kept; the mean demand and each tier's
 background CPU from the utilisation law with an intercept (UBR), to which the per-request
 demands are scaled; the think time from the closed-loop law N = X (Z + R) at unsaturated
 levels (it includes the client's own time between requests); the time spent outside the tiers
-(network, client) as the one constant that makes the model match the lowest level.
+(network, client, wake-ups), whose mean makes the model match the lightly loaded levels and
+whose spread is theirs.
 
-Design decision: every measured level is *predicted*, none is fitted except the lowest level's
-response time (through the outside delay), so the validation table is an honest out-of-sample
-check. The solver is the best available (:func:`tierscope.domains.ntier.choose_solver`): the
-quota-aware simulation when tiers have CPU quotas, exact MVA otherwise.
+Design decision: every measured level is *predicted*, none is fitted except the lightly loaded
+levels' response times (through the outside delay), so the validation table is an honest
+out-of-sample check at the knee and beyond. The solver is the best available
+(:func:`tierscope.domains.ntier.choose_solver`): the quota-aware simulation when tiers have CPU
+quotas, exact MVA otherwise.
 """
 
 from __future__ import annotations

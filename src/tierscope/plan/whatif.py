@@ -13,6 +13,7 @@ change                 meaning
 ``db.demand=0.002``    CPU seconds per request at the tier; ``*0.5`` scales the measured demand
 ``think_time=1.0``     users' mean think time, s
 ``outside_delay=0``    time outside the tiers, s
+``stalls=none``        without the run's injected stalls (the system once the pauses are fixed)
 =====================  ============================================================================
 """
 
@@ -34,7 +35,7 @@ from tierscope.domains.ntier import (
 from tierscope.errors import InputError
 
 TIER_FIELDS = ("servers", "replicas", "cpu", "processes", "demand")
-MODEL_FIELDS = ("think_time", "outside_delay")
+MODEL_FIELDS = ("think_time", "outside_delay", "stalls")
 
 
 def parse_change(text: str) -> tuple[str | None, str, str]:
@@ -57,6 +58,11 @@ def apply_changes(model: NTierModel, changes: list[str]) -> NTierModel:
     """``model`` with every change applied in order."""
     for text in changes:
         tier_name, name, raw = parse_change(text)
+        if tier_name is None and name == "stalls":
+            if raw != "none":
+                raise InputError("--set", text, "stalls=none (the run's injected stalls removed)")
+            model = replace(model, stalls=())
+            continue
         if tier_name is None:
             value = _number(text, raw, minimum=0.0)
             model = (

@@ -11,7 +11,7 @@ revenue:                     # Malkowski's SLA (seed 001 §2.3): earned per requ
 beyond: -0.000033            # ... and earned (negative: a penalty) per request slower than all
 search:                      # the configurations plan may choose from
   replicas: [1, 2, 3]
-  cpu: [0.1, 0.2, 0.3, 0.5, 0.8, 1.0]
+  cpu: [0.2, 0.3, 0.5, 0.8, 1.0]     # cores per replica (plan skips quotas below 0.2)
   tiers: [app, db]           # tiers that may change (default: all)
 ```
 
@@ -62,8 +62,6 @@ class SearchSpace(BaseModel):
 
     replicas: Annotated[list[Annotated[int, Field(ge=1, le=16)]], Field(min_length=1)] = [1, 2, 3]
     cpu: Annotated[list[PositiveFloat], Field(min_length=1)] = [
-        0.1,
-        0.15,
         0.2,
         0.25,
         0.3,
