@@ -78,18 +78,18 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
     bn = m["bottleneck"]
     throttled = any(bn in (r["predicted"].get("throttled") or {}) for r in doc["levels"])
     if throttled:
-        cols += (f"{bn} throttled meas./pred.",)
+        cols += (f"{bn} thr. % m/p",)
     for col in cols:
         levels.add_column(col, justify="right")
 
     def share(v: float | None) -> str:
-        return "–" if v is None else f"{v:.0%}"
+        return "–" if v is None else f"{100 * v:.0f}"
 
     for r in doc["levels"]:
         me, pr, er = r["measured"], r["predicted"], r["error"]
         extra = (
             (
-                f"{share((me.get('throttled') or {}).get(bn))} / "
+                f"{share((me.get('throttled') or {}).get(bn))}/"
                 f"{share((pr.get('throttled') or {}).get(bn))}",
             )
             if throttled
