@@ -387,7 +387,13 @@ def report(
     from tierscope.analysis import analyze as run_analysis
     from tierscope.analysis.series import report_series
     from tierscope.report.html import render
-    from tierscope.store import read_analysis, read_run, write_analysis, write_report
+    from tierscope.store import (
+        read_analysis,
+        read_calibration,
+        read_run,
+        write_analysis,
+        write_report,
+    )
 
     previous = read_analysis(run_dir) or {}
     options = _analysis_options(option, base=previous.get("options"))
@@ -401,7 +407,7 @@ def report(
         from tierscope.learn.persist import load
 
         learned = learned_indicators(load(model), run, doc)
-    page = render(doc, report_series(run, options), title, learned)
+    page = render(doc, report_series(run, options), title, learned, read_calibration(run_dir))
     path = write_report(run_dir, page, out_file)
     out.print(f"report: {path}", markup=False)
 
@@ -714,6 +720,8 @@ def calibrate(
         )
     except OSError as exc:
         raise InputError("--out", str(target), f"a writable file ({exc.strerror})") from None
+    if record.parent.resolve() == run_dir.resolve():
+        doc["notes"] = [*doc["notes"], f"`tierscope report {run_dir}` adds the model to the report"]
     _emit(doc, as_json, lambda d: _terminal.calibration(d, run_dir.name))
 
 

@@ -168,3 +168,21 @@ def test_the_cli_margin_default_is_the_planners() -> None:
     from tierscope.plan.planner import DEFAULT_MARGIN
 
     assert inspect.signature(plan_command).parameters["margin"].default == DEFAULT_MARGIN
+
+
+def test_the_report_gains_the_model_vs_measurement_figure(
+    capsys: pytest.CaptureFixture[str], sweep: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(sweep, run_dir)
+    code, out, _ = run(capsys, "calibrate", str(run_dir), "--duration", "60")
+    assert code == 0 and "tierscope report" in out
+    code, _, _ = run(capsys, "report", str(run_dir))
+    assert code == 0
+    page = (run_dir / "report.html").read_text()
+    saved = json.loads((run_dir / "calibration.json").read_text())
+    assert "Model vs measurement" in page
+    peak = saved["summary"]["peak_throughput"]["predicted"]
+    assert f"{peak:.4g}/s" in page  # the model's peak, as the calibration found it

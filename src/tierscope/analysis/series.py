@@ -27,8 +27,9 @@ def _thin(values: np.ndarray, factor: int) -> list[float | None]:
     if factor > 1:
         n = values.size // factor * factor
         head = values[:n].reshape(-1, factor)
-        with np.errstate(all="ignore"):
-            values = np.where(np.isnan(head).all(axis=1), np.nan, np.nanmax(head, axis=1))
+        # max of each group ignoring gaps (nanmax warns on an all-gap group: it stays a gap)
+        peak = np.where(np.isnan(head), -np.inf, head).max(axis=1)
+        values = np.where(np.isneginf(peak), np.nan, peak)
     return [None if not np.isfinite(v) else float(v) for v in values]
 
 

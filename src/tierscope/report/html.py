@@ -605,11 +605,110 @@ def _learned_section(learned: dict[str, Any] | None) -> str:
     return "\n".join(parts)
 
 
+def _calibration_section(cal: dict[str, Any] | None) -> str:
+    """Model vs measurement: the calibrated queueing model's prediction of every level."""
+    if cal is None:
+        return ""
+    f = cal["figure"]
+    users = f["level"]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("Throughput [requests/s]", "Response time [ms]"),
+        horizontal_spacing=0.1,
+    )
+
+    def ms(values: list[float | None]) -> list[float | None]:
+        return [None if v is None else 1e3 * v for v in values]
+
+    def band(hw: list[float | None], k: float = 1.0) -> dict:
+        return {"type": "data", "array": [k * (h or 0.0) for h in hw], "visible": True}
+
+    fig.add_scatter(
+        x=users,
+        y=f["measured_throughput"],
+        mode="markers",
+        name="measured X",
+        marker={"size": 9, "color": "#1f77b4"},
+        row=1,
+        col=1,
+    )
+    fig.add_scatter(
+        x=users,
+        y=f["predicted_throughput"],
+        mode="lines",
+        name="model X",
+        line={"color": "#1f77b4", "dash": "dash"},
+        error_y=band(f["predicted_throughput_hw"]),
+        row=1,
+        col=1,
+    )
+    fig.add_scatter(
+        x=users,
+        y=ms(f["measured_rt_mean"]),
+        mode="markers",
+        name="measured mean R",
+        marker={"size": 9, "color": "#d62728"},
+        row=1,
+        col=2,
+    )
+    fig.add_scatter(
+        x=users,
+        y=ms(f["predicted_rt_mean"]),
+        mode="lines",
+        name="model mean R",
+        line={"color": "#d62728", "dash": "dash"},
+        error_y=band(f["predicted_rt_mean_hw"], 1e3),
+        row=1,
+        col=2,
+    )
+    fig.add_scatter(
+        x=users,
+        y=ms(f["measured_rt_p95"]),
+        mode="markers",
+        name="measured p95",
+        marker={"size": 8, "color": "#ff7f0e", "symbol": "diamond"},
+        row=1,
+        col=2,
+    )
+    fig.add_scatter(
+        x=users,
+        y=ms(f["predicted_rt_p95"]),
+        mode="lines",
+        name="model p95",
+        line={"color": "#ff7f0e", "dash": "dot"},
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title_text="users")
+    fig.update_yaxes(type="log", row=1, col=2)
+    s = cal.get("summary") or {}
+    peak, r70 = s.get("peak_throughput") or {}, s.get("rt_at_70pct_peak")
+    text = (
+        f"<p>The run's calibrated queueing model (solver {_e(cal.get('solver'))}), every level "
+        f"predicted: peak throughput measured {_n(peak.get('measured'))}/s, predicted "
+        f"{_n(peak.get('predicted'))}/s ({_pct(peak.get('error'))})"
+    )
+    if r70:
+        text += (
+            f"; mean response time at 70 % of the peak ({_n(r70['users'], 3)} users) measured "
+            f"{_n(1e3 * r70['measured'], 3)} ms, predicted {_n(1e3 * r70['predicted'], 3)} ms "
+            f"({_pct(r70['error'])})"
+        )
+    text += ". Dashed: the model (bars: 95 % confidence of the simulation); markers: measured.</p>"
+    return "\n".join(["<h2>Model vs measurement</h2>", text, _div(fig, 440)])
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:+.1f} %"
+
+
 def render(
     doc: dict[str, Any],
     series: dict[str, Any],
     title: str = "tierscope report",
     learned: dict[str, Any] | None = None,
+    calibration: dict[str, Any] | None = None,
 ) -> str:
     """The report page as one HTML string (plotly.js included: no network needed)."""
     notes = "".join(f'<p class="note">Note: {_e(n)}</p>' for n in doc["notes"])
@@ -626,6 +725,7 @@ def render(
             _indicator_section(doc),
             _timeline_section(doc, series),
             _learned_section(learned),
+            _calibration_section(calibration),
             "<h2>What the numbers mean</h2>",
             f"<dl>{glossary}</dl>",
             "<h2>Options used</h2>",

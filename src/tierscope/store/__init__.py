@@ -10,7 +10,12 @@ files as a run; :func:`write_analysis` and :func:`write_report` add ``analysis.j
 
 from __future__ import annotations
 
-from tierscope.store._analysis import read_analysis, write_analysis, write_report
+from tierscope.store._analysis import (
+    read_analysis,
+    read_calibration,
+    write_analysis,
+    write_report,
+)
 from tierscope.store._host import cgroup_version, host_facts
 from tierscope.store._import import import_csv
 from tierscope.store._run import Run, RunWriter, read_run, scan_table
@@ -26,6 +31,7 @@ __all__ = [
     "host_facts",
     "import_csv",
     "read_analysis",
+    "read_calibration",
     "read_run",
     "record_simulated_sweep",
     "record_simulation",

@@ -12,6 +12,8 @@ from tierscope.store._run import RUN_JSON, _finite
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
+#: Written by ``tierscope calibrate`` beside the model (by default in the run folder).
+CALIBRATION_JSON = "calibration.json"
 
 __all__ = ["ANALYSIS_JSON", "REPORT_HTML", "read_analysis", "write_analysis", "write_report"]
 
@@ -47,6 +49,16 @@ def read_analysis(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def read_calibration(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The run's ``calibration.json`` (model vs measurement), or None when it has none."""
+    path = _run_dir(run_dir) / CALIBRATION_JSON
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("figure"), dict) else None
 
 
 def write_report(
