@@ -25,7 +25,11 @@ for an exponential (or constant) time between requests.
 The kernel does not throw away all unused budget at a period boundary: a CPU's run queue keeps
 up to ``min_cfs_rq_runtime`` (1 ms) of the runtime it took when its tasks go to sleep, and since
 Linux 5.4 that runtime no longer expires, so it is spent in the next period on top of the
-refilled quota. ``carry`` is that amount per replica (1 ms per process, each on its CPU).
+refilled quota. ``carry`` is that amount per replica (1 ms per process, each on its CPU). Nor
+does it stop a running task the instant its runtime is spent: runtime is accounted at
+scheduling events and at the scheduler tick (4 ms with CONFIG_HZ=250), so a request that started
+with a little budget left often completes first; the overrun is a debt the next period repays
+(``tick``). A task that wakes, or is switched to, with the runtime spent is throttled at once.
 
 Per-request CPU demands are drawn from ``demand_samples`` (rows of per-tier demands measured for
 real requests, so the mix and its correlations are kept) or are exponential with the tiers'
@@ -59,11 +63,14 @@ class _Replica:
         phase: float,
         quantum: float | None,
         carry: float = 0.0,
+        tick: float | None = None,
     ):
         self.cap = cap
         self.budget_per_period = budget
         self.budget = budget
         self.carry = carry
+        self.tick = tick
+        self.stopped = False  # throttled until the next refill
         self.period = period
         self.phase = phase
         self.quantum = quantum
@@ -95,7 +102,7 @@ class _Replica:
     def speed(self) -> float:
         """Cores in use now."""
         n = len(self)
-        if n == 0 or self.budget <= _EPS or self.frozen:
+        if n == 0 or self.stopped or self.frozen:
             return 0.0
         return min(float(n), self.cap) if self.quantum is None else float(self.running())
 
@@ -109,7 +116,7 @@ class _Replica:
             return
         self.busy += dt * s
         if self.budget < _INF:
-            self.budget = max(0.0, self.budget - dt * s)
+            self.budget -= dt * s  # below 0: runtime overrun until the next tick, repaid later
         if self.quantum is None:
             self.vclock += dt * s / len(self.heap)
         else:
@@ -133,6 +140,7 @@ class _Replica:
             self.throttled += self._out
         self._busy_at_refill = self.busy
         self._out = False
+        self.stopped = False
         self.budget = self.budget_per_period + min(self.budget, self.carry)
 
     def next_event(self, now: float) -> tuple[float, int]:
@@ -140,7 +148,14 @@ class _Replica:
         s = self.speed()
         if s <= 0:
             return _INF, DONE
-        t_out = now + self.budget / s if self.budget < _INF else _INF
+        if self.budget == _INF:
+            t_out = _INF
+        elif self.budget <= _EPS:
+            t_out = now  # a scheduling point with the runtime spent: throttled now
+        else:
+            t_out = now + self.budget / s
+            if self.tick:  # the kernel notices a running task's overrun at its next tick
+                t_out = self.phase + math.ceil((t_out - self.phase) / self.tick) * self.tick
         if self.quantum is None:
             t_job = now + (self.heap[0][0] - self.vclock) * len(self.heap) / s
             kind = DONE
@@ -157,7 +172,7 @@ class _Replica:
     def fire(self, kind: int) -> int | None:
         """Apply the event (after ``advance``); returns the job that finished, if any."""
         if kind == OUT:
-            self.budget = 0.0
+            self.stopped = True
             self._out = True
             return None
         if self.quantum is None:
@@ -193,6 +208,7 @@ class SimTier:
     write_all: bool = False  # writes run at every replica (the replicated last tier)
     quantum: float | None = None  # round-robin time slice (None: processor sharing)
     carry: float = 0.0  # unused budget (CPU seconds) a replica keeps into the next period
+    tick: float | None = None  # the kernel's tick (None: a quota is enforced to the instant)
 
 
 @dataclass
@@ -273,6 +289,7 @@ def simulate_closed(
                     float(rng.uniform(0, period)),
                     tier.quantum,
                     tier.carry,
+                    tier.tick,
                 )
                 for _ in range(tier.replicas)
             ]

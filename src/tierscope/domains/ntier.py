@@ -29,6 +29,9 @@ CFS_PERIOD_S = 0.1
 #: Runtime a CPU's run queue keeps when its tasks sleep (the kernel's min_cfs_rq_runtime); it
 #: does not expire at the period's end since Linux 5.4, so a replica can carry it over.
 CFS_MIN_RUNTIME_S = 0.001
+#: The scheduler tick (CONFIG_HZ=250, the Debian and Ubuntu default, and this machine's): a
+#: running task's quota overrun is noticed at the next tick.
+KERNEL_TICK_S = 0.004
 #: Smallest quota per replica the quota simulation is trusted with: four of the kernel's 5 ms
 #: bandwidth slices per period. Below, the way the kernel hands the quota to each CPU in slices
 #: (not simulated) dominates: web/app/db at 0.1/0.1/0.3 core, 30 users: p95 predicted 27 ms,
@@ -384,6 +387,7 @@ def _predict_sim(
             write_all=(i == len(model.tiers) - 1),
             quantum=t.facts.quantum,
             carry=CFS_MIN_RUNTIME_S * t.facts.processes,
+            tick=KERNEL_TICK_S,
         )
         for i, t in enumerate(model.tiers)
     ]
@@ -439,6 +443,7 @@ def _predict_sim(
 __all__ = [
     "CFS_MIN_RUNTIME_S",
     "CFS_PERIOD_S",
+    "KERNEL_TICK_S",
     "MIN_MODELLED_QUOTA",
     "PYTHON_SWITCH_INTERVAL_S",
     "SOLVERS",
