@@ -9,15 +9,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tierscope.report.terminal import fmt
+from tierscope.report.terminal import fmt, signed_pct
 
 
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1e3:.3g}"
-
-
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v * 100:+.1f} %"
 
 
 def _notes(doc: dict[str, Any]) -> list[RenderableType]:
@@ -99,10 +95,10 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
             fmt(r["level"], 4),
             fmt(me["throughput"], 4),
             fmt(pr["throughput"], 4),
-            _pct(er["throughput"]),
+            signed_pct(er["throughput"]),
             _ms(me["rt_mean"]),
             _ms(pr["rt_mean"]),
-            _pct(er["rt_mean"]),
+            signed_pct(er["rt_mean"]),
             _ms(me.get("rt_p95")),
             _ms(pr.get("rt_p95")),
             *extra,
@@ -116,7 +112,7 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
         ),
         Text(
             f"peak throughput: measured {fmt(peak['measured'], 4)}/s, predicted "
-            f"{fmt(peak['predicted'], 4)}/s ({_pct(peak['error'])})",
+            f"{fmt(peak['predicted'], 4)}/s ({signed_pct(peak['error'])})",
             style="bold",
         ),
     ]
@@ -126,7 +122,7 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
             Text(
                 f"mean response time at 70 % of peak ({r70['users']:.3g} users): measured "
                 f"{_ms(r70['measured'])} ms, predicted {_ms(r70['predicted'])} ms "
-                f"({_pct(r70['error'])})",
+                f"({signed_pct(r70['error'])})",
                 style="bold",
             )
         )

@@ -17,6 +17,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from tierscope.report.terminal import signed_pct
+
 __all__ = ["render"]
 
 ZONE_COLOURS = {
@@ -618,68 +620,38 @@ def _calibration_section(cal: dict[str, Any] | None) -> str:
         horizontal_spacing=0.1,
     )
 
-    def ms(values: list[float | None]) -> list[float | None]:
-        return [None if v is None else 1e3 * v for v in values]
-
-    def band(hw: list[float | None], k: float = 1.0) -> dict:
-        return {"type": "data", "array": [k * (h or 0.0) for h in hw], "visible": True}
-
-    fig.add_scatter(
-        x=users,
-        y=f["measured_throughput"],
-        mode="markers",
-        name="measured X",
-        marker={"size": 9, "color": "#1f77b4"},
-        row=1,
-        col=1,
-    )
-    fig.add_scatter(
-        x=users,
-        y=f["predicted_throughput"],
-        mode="lines",
-        name="model X",
-        line={"color": "#1f77b4", "dash": "dash"},
-        error_y=band(f["predicted_throughput_hw"]),
-        row=1,
-        col=1,
-    )
-    fig.add_scatter(
-        x=users,
-        y=ms(f["measured_rt_mean"]),
-        mode="markers",
-        name="measured mean R",
-        marker={"size": 9, "color": "#d62728"},
-        row=1,
-        col=2,
-    )
-    fig.add_scatter(
-        x=users,
-        y=ms(f["predicted_rt_mean"]),
-        mode="lines",
-        name="model mean R",
-        line={"color": "#d62728", "dash": "dash"},
-        error_y=band(f["predicted_rt_mean_hw"], 1e3),
-        row=1,
-        col=2,
-    )
-    fig.add_scatter(
-        x=users,
-        y=ms(f["measured_rt_p95"]),
-        mode="markers",
-        name="measured p95",
-        marker={"size": 8, "color": "#ff7f0e", "symbol": "diamond"},
-        row=1,
-        col=2,
-    )
-    fig.add_scatter(
-        x=users,
-        y=ms(f["predicted_rt_p95"]),
-        mode="lines",
-        name="model p95",
-        line={"color": "#ff7f0e", "dash": "dot"},
-        row=1,
-        col=2,
-    )
+    # (column, series, model?, name, colour, extra style, confidence half-widths, scale)
+    traces = [
+        (1, "measured_throughput", False, "measured X", "#1f77b4", {}, None, 1.0),
+        (1, "predicted_throughput", True, "model X", "#1f77b4", {}, "predicted_throughput_hw", 1.0),
+        (2, "measured_rt_mean", False, "measured mean R", "#d62728", {}, None, 1e3),
+        (2, "predicted_rt_mean", True, "model mean R", "#d62728", {}, "predicted_rt_mean_hw", 1e3),
+        (
+            2,
+            "measured_rt_p95",
+            False,
+            "measured p95",
+            "#ff7f0e",
+            {"symbol": "diamond", "size": 8},
+            None,
+            1e3,
+        ),
+        (2, "predicted_rt_p95", True, "model p95", "#ff7f0e", {"dash": "dot"}, None, 1e3),
+    ]
+    for col, key, model, name, colour, style, hw, k in traces:
+        y = [None if v is None else k * v for v in f[key]]
+        look = (
+            {"mode": "lines", "line": {"color": colour, "dash": "dash", **style}}
+            if model
+            else {"mode": "markers", "marker": {"size": 9, "color": colour, **style}}
+        )
+        if hw is not None:
+            look["error_y"] = {
+                "type": "data",
+                "array": [k * (h or 0.0) for h in f[hw]],
+                "visible": True,
+            }
+        fig.add_scatter(x=users, y=y, name=name, row=1, col=col, **look)
     fig.update_xaxes(title_text="users")
     fig.update_yaxes(type="log", row=1, col=2)
     s = cal.get("summary") or {}
@@ -687,20 +659,16 @@ def _calibration_section(cal: dict[str, Any] | None) -> str:
     text = (
         f"<p>The run's calibrated queueing model (solver {_e(cal.get('solver'))}), every level "
         f"predicted: peak throughput measured {_n(peak.get('measured'))}/s, predicted "
-        f"{_n(peak.get('predicted'))}/s ({_pct(peak.get('error'))})"
+        f"{_n(peak.get('predicted'))}/s ({signed_pct(peak.get('error'))})"
     )
     if r70:
         text += (
             f"; mean response time at 70 % of the peak ({_n(r70['users'], 3)} users) measured "
             f"{_n(1e3 * r70['measured'], 3)} ms, predicted {_n(1e3 * r70['predicted'], 3)} ms "
-            f"({_pct(r70['error'])})"
+            f"({signed_pct(r70['error'])})"
         )
     text += ". Dashed: the model (bars: 95 % confidence of the simulation); markers: measured.</p>"
     return "\n".join(["<h2>Model vs measurement</h2>", text, _div(fig, 440)])
-
-
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:+.1f} %"
 
 
 def render(

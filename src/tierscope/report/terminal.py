@@ -15,6 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 
+def signed_pct(v: float | None) -> str:
+    """A relative error as a signed percentage; None as an em dash."""
+    return "—" if v is None else f"{100 * v:+.1f} %"
+
+
 def fmt(v: Any, digits: int = 5) -> str:
     """A number in ``digits`` significant digits; None (not finite) as an em dash."""
     if v is None:

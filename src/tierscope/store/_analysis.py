@@ -41,9 +41,8 @@ def write_analysis(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> Path
     return _atomic(path, json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")
 
 
-def read_analysis(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The run's ``analysis.json``, or None when it has none (or it is unreadable)."""
-    path = _run_dir(run_dir) / ANALYSIS_JSON
+def _read_doc(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is missing or unreadable."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -51,14 +50,15 @@ def read_analysis(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def read_analysis(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The run's ``analysis.json``, or None when it has none (or it is unreadable)."""
+    return _read_doc(_run_dir(run_dir) / ANALYSIS_JSON)
+
+
 def read_calibration(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The run's ``calibration.json`` (model vs measurement), or None when it has none."""
-    path = _run_dir(run_dir) / CALIBRATION_JSON
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("figure"), dict) else None
+    doc = _read_doc(_run_dir(run_dir) / CALIBRATION_JSON)
+    return doc if doc is not None and isinstance(doc.get("figure"), dict) else None
 
 
 def write_report(
