@@ -785,7 +785,10 @@ def plan(
     solver: SolverOpt = "auto",
     margin: Annotated[
         float, typer.Option(help="Headroom: the predicted statistic must be this fraction below.")
-    ] = 0.3,  # plan.planner.DEFAULT_MARGIN (the CLI imports its commands' modules lazily)
+    ] = 0.2,  # plan.planner.DEFAULT_MARGIN (the CLI imports its commands' modules lazily)
+    demand_margin: Annotated[
+        float, typer.Option(help="Predict with every demand this fraction above the measured.")
+    ] = 0.1,  # plan.planner.DEFAULT_DEMAND_MARGIN
     duration: Annotated[float, typer.Option(help="Simulated seconds per evaluation.")] = 120.0,
     seed: SeedOpt = 1,
     as_json: JsonFlag = False,
@@ -810,8 +813,9 @@ def plan(
         duration=duration,
         seed=seed,
         margin=margin,
+        demand_margin=demand_margin,
     )
-    doc = plan_document(model, plans, objectives, price_book, margin)
+    doc = plan_document(model, plans, objectives, price_book, margin, demand_margin)
     _emit(doc, as_json, lambda d: _terminal.plan(d, run_dir.name))
 
 

@@ -161,13 +161,15 @@ def test_calibrate_refuses_a_simulation_run(
     assert code == 0 and json.loads(out)["method"] == "ci"
 
 
-def test_the_cli_margin_default_is_the_planners() -> None:
+def test_the_cli_margin_defaults_are_the_planners() -> None:
     import inspect
 
     from tierscope.cli import plan as plan_command
-    from tierscope.plan.planner import DEFAULT_MARGIN
+    from tierscope.plan.planner import DEFAULT_DEMAND_MARGIN, DEFAULT_MARGIN
 
-    assert inspect.signature(plan_command).parameters["margin"].default == DEFAULT_MARGIN
+    params = inspect.signature(plan_command).parameters
+    assert params["margin"].default == DEFAULT_MARGIN
+    assert params["demand_margin"].default == DEFAULT_DEMAND_MARGIN
 
 
 def test_the_report_gains_the_model_vs_measurement_figure(

@@ -195,6 +195,11 @@ def plan(doc: dict[str, Any], title: str) -> RenderableType:
             cpus(p) if p else "—",
             fmt(p["profit_per_hour"], 3) if p else "—",
         )
+    rule = Text(
+        f"predicted with every demand {doc['demand_margin']:.0%} above the measured; the SLO "
+        f"met with {doc['margin']:.0%} to spare",
+        style="dim",
+    )
     hints = [
         Text(
             f"{lv['users']} users: tierscope run SPEC "
@@ -204,4 +209,4 @@ def plan(doc: dict[str, Any], title: str) -> RenderableType:
         for lv in doc["levels"]
         if lv["cheapest"]
     ]
-    return Group(table, *hints)
+    return Group(table, rule, *_notes(doc), *hints)

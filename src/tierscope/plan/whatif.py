@@ -119,6 +119,17 @@ def _integer(text: str, raw: str) -> int:
     return v
 
 
+def scaled_demands(model: NTierModel, factor: float) -> NTierModel:
+    """``model`` with every tier's demand (its writes and per-request samples too) times
+    ``factor``."""
+    new = model
+    for t in model.tiers:
+        new = new.with_tier(
+            t.name, replace(t, demand=t.demand * factor, write_demand=t.write_demand * factor)
+        )
+    return scale_demand_samples(model, new)
+
+
 def scale_demand_samples(base: NTierModel, changed: NTierModel) -> NTierModel:
     """Per-request samples follow changed mean demands (the mix keeps its shape)."""
     if base.demand_samples is None:
