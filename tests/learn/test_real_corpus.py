@@ -1,7 +1,13 @@
 """Acceptance on a REAL corpus of the embedded three-tier system (issue 8), kept short: 9
-setups (each tier capped in three of them), 5 load levels of 3 s. The full-size version (24
+setups (each tier capped in three of them), 4 load levels of 5 s. The full-size version (24
 setups, 6 levels, every one of the 276 leave-two-setups-out folds) is
 ``benchmarks/test_bench_learn.py``; its figures are in docs/learning.md.
+
+The levels stop at 55 users (1.7-4.5 times the setups' saturation points): deeper in saturation
+the capped Python tiers serve up to 15 % more per second than on the plateau before, so the
+thesis's rule (server from the first level within 5 % of the peak) labelled plateau levels with
+0.2-0.9 s response times ``client`` or ``gray``, and accuracy against those labels fell to 78-79 %
+in two runs with a level at 80 users; the same corpora without it scored 89-93 %.
 
 The tier labels are checked against the planted truth (the tier each setup was built to limit)
 before anything is learnt, so the scores below are about the classifier, not the labels."""
@@ -32,8 +38,8 @@ SETUPS = 9
 
 def short_spec() -> CorpusSpec:
     doc = yaml.safe_load((ROOT / "examples" / "corpus" / "embedded.yaml").read_text())
-    doc["experiment"]["sweep"]["levels"] = [5, 15, 30, 55, 80]
-    doc["experiment"]["phases"] = {"ramp_up": 1.0, "steady": 3.0, "ramp_down": 0.2}
+    doc["experiment"]["sweep"]["levels"] = [5, 15, 30, 55]
+    doc["experiment"]["phases"] = {"ramp_up": 1.5, "steady": 5.0, "ramp_down": 0.2}
     return CorpusSpec.model_validate(doc)
 
 

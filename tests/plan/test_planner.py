@@ -117,3 +117,26 @@ def test_planned_configurations_meet_the_slo_in_the_truth(sweep: Path, tmp_path:
         doc["levels"][1]["cheapest"]["cost_per_hour"]
         > doc["levels"][0]["cheapest"]["cost_per_hour"]
     )
+
+
+def test_the_demand_margin_plans_for_demands_that_much_higher(sweep: Path) -> None:
+    from tierscope.plan.whatif import apply_changes, scale_demand_samples
+
+    model, _, _ = fit_model(read_run(sweep))
+    slo = parse_slo("p95<0.05")
+    prices = parse_prices({"search": {"replicas": [1, 2], "cpu": [0.2, 0.3, 0.5, 0.8]}})
+    # the same model with every demand 25 % higher, built by the what-if route
+    heavier = scale_demand_samples(
+        model, apply_changes(model, [f"{t}.demand=*1.25" for t in model.names])
+    )
+
+    def cheapest(m: object, demand_margin: float) -> tuple[float, object]:
+        (lp,) = plan(m, [120], slo, prices, duration=60, demand_margin=demand_margin)
+        assert lp.cheapest is not None
+        return lp.cheapest.cost, lp.cheapest.config
+
+    with_margin = cheapest(model, 0.25)
+    assert with_margin == cheapest(heavier, 0.0)
+    assert with_margin[0] > cheapest(model, 0.0)[0]
+    with pytest.raises(InputError):
+        plan(model, [120], slo, prices, demand_margin=-0.1)
