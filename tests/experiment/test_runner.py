@@ -237,3 +237,75 @@ def test_spec_errors_exit_2(tmp_path: Path, capsys, args: list[str], field: str)
     assert main(["run", str(spec), "--out", str(tmp_path / "o"), *args]) == 2
     assert field in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_interleaved_setups_switch_quotas_on_one_deployment(tmp_path: Path) -> None:
+    """Two setups differing in the database's quota, run level by level in turn: the level
+    rows alternate in time, one deployment serves both, and the saturated database runs at each
+    setup's own quota (the ground truth the runner was asked to set)."""
+    doc = spec_doc(
+        system={
+            "kind": "embedded",
+            "topology": "1/1/1",
+            "tiers": {"web": {"cpu": 0.6}, "app": {"cpu": 0.8}, "db": {"cpu": 0.15}},
+        },
+        sweep={
+            "levels": [60],
+            "repetitions": 2,
+            "interleave": True,
+            "setups": [
+                {"name": "small", "set": {}},
+                {"name": "large", "set": {"system.tiers.db.cpu": 0.3}},
+            ],
+        },
+        phases={"ramp_up": 1.5, "steady": 4, "ramp_down": 0.3},
+    )
+    r = read_run(run(tmp_path, doc))
+    assert r.events.filter(pl.col("kind") == "deploy").height == 1
+    steady = (
+        r.events.filter(pl.col("kind") == "phase", pl.col("detail").str.contains('"steady"'))
+        .with_columns(pl.col("detail").str.json_path_match("$.setup").alias("setup"))
+        .sort("t_start")
+    )
+    assert steady["setup"].to_list() == ["small", "large", "small", "large"]
+    cores = (
+        r.metrics.filter(pl.col("tier") == "db", pl.col("metric").is_in(["cpu_cores", "cpu_util"]))
+        .group_by("setup", "metric")
+        .agg(pl.col("value").mean())
+    )
+
+    def mean(setup: str, metric: str) -> float:
+        row = cores.filter(pl.col("setup") == setup, pl.col("metric") == metric)
+        return float(row["value"][0])
+
+    for setup, quota in (("small", 0.15), ("large", 0.3)):
+        assert mean(setup, "cpu_cores") == pytest.approx(quota, rel=0.12), cores
+        assert mean(setup, "cpu_util") > 0.85, cores  # utilisation of that setup's quota
+    x = r.points.group_by("setup").agg(pl.col("throughput").mean())
+    ratio = float(x.filter(pl.col("setup") == "large")["throughput"][0]) / float(
+        x.filter(pl.col("setup") == "small")["throughput"][0]
+    )
+    assert 1.6 < ratio < 2.2, x
+
+
+@pytest.mark.parametrize(
+    ("change", "part"),
+    [({"system.topology": "1/1/2"}, "system"), ({"system.tiers.app.cpu": 1.5}, "system")],
+)
+def test_interleave_refuses_setups_that_need_their_own_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], part: str
+) -> None:
+    doc = spec_doc(
+        system={"kind": "embedded", "topology": "1/1/1", "tiers": {"app": {"cpu": 0.5}}},
+        sweep={
+            "levels": [5],
+            "interleave": True,
+            "setups": [{"name": "a", "set": {}}, {"name": "b", "set": change}],
+        },
+    )
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(doc))
+    code = main(["run", str(spec_file), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "sweep.interleave" in err and f"in {part}" in err, err
+    assert not (tmp_path / "out" / "run.json").exists()

@@ -323,6 +323,12 @@ class Monitor:
         for st in self.states:
             st.close()
 
+    def set_quotas(self, quotas: dict[str, float | None]) -> None:
+        """New CPU quotas (cores) by node name, for ``cpu_util`` from the next sample on."""
+        for st in self.states:
+            if st.p.node in quotas:
+                st.p.quota_cores = quotas[st.p.node]
+
     @property
     def overhead(self) -> float:
         """CPU seconds the sampling thread used per wall second (fraction of one core)."""

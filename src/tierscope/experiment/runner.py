@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from tierscope.experiment.cgroups import CgroupUnavailableError, Hierarchy, open
 from tierscope.experiment.faults import FaultScheduler, FaultTarget, Occurrence
 from tierscope.experiment.monitor import Monitor, NodeProbe
 from tierscope.experiment.processes import Supervisor
-from tierscope.experiment.targets import Deployment, start_system
+from tierscope.experiment.targets import Deployment, deployed_as, start_system
 from tierscope.spec.experiment import ExperimentSpec, setup_specs
 from tierscope.store import RunWriter
 
@@ -77,6 +77,8 @@ class Runner:
         self.source = source
         self.progress = progress or (lambda _state: None)
         self.setups = setup_specs(spec, doc, source=source)
+        if spec.sweep.interleave:
+            _check_interleavable(self.setups, source)
         self.outcomes: list[LevelOutcome] = []
         self.monitor_stats: list[dict[str, Any]] = []
         self.t0 = 0.0
@@ -106,10 +108,13 @@ class Runner:
         writer.info["time_base"] = "seconds since the run's start (CLOCK_MONOTONIC)"
         try:
             with writer:
-                for name, setup in self.setups.items():
-                    setup_dir = workdir / name
-                    setup_dir.mkdir()
-                    self._run_setup(name, setup, writer, setup_dir, supervisor, hierarchy)
+                if self.spec.sweep.interleave:
+                    self._run_interleaved(writer, workdir, supervisor, hierarchy)
+                else:
+                    for name, setup in self.setups.items():
+                        setup_dir = workdir / name
+                        setup_dir.mkdir()
+                        self._run_setup(name, setup, writer, setup_dir, supervisor, hierarchy)
                 writer.info["summary"] = self.summary()
         finally:
             supervisor.stop_all()
@@ -149,16 +154,78 @@ class Runner:
         supervisor: Supervisor,
         hierarchy: Hierarchy | None,
     ) -> None:
-        from tierscope.spec.workload import merge_workload, parse_workload
+        with self._deployed(name, spec, writer, workdir, supervisor, hierarchy) as (dep, monitor):
+            workload = self._workload(dep, spec)
+            for i, level in enumerate(spec.sweep.level_values):
+                for rep in range(spec.sweep.repetitions):
+                    self._level(name, spec, i, level, rep, dep, monitor, writer, workload)
 
+    # ---- setups in turn on one deployment --------------------------------------------------------
+    def _run_interleaved(
+        self,
+        writer: RunWriter,
+        workdir: Path,
+        supervisor: Supervisor,
+        hierarchy: Hierarchy | None,
+    ) -> None:
+        """Level i, repetition r of every setup, then level i, repetition r + 1, ...: the setups
+        share one deployment and only their quotas are switched between levels, so that slow
+        drift of the host (minutes) touches every setup alike."""
+        setups = self.setups
+        first = next(iter(setups.values()))
+        with self._deployed("+".join(setups), first, writer, workdir, supervisor, hierarchy) as (
+            dep,
+            monitor,
+        ):
+            workloads = {name: self._workload(dep, s) for name, s in setups.items()}
+            rounds = max(len(s.sweep.level_values) for s in setups.values())
+            reps = max(s.sweep.repetitions for s in setups.values())
+            for i in range(rounds):
+                for rep in range(reps):
+                    for name, s in setups.items():
+                        levels = s.sweep.level_values
+                        if i >= len(levels) or rep >= s.sweep.repetitions:
+                            continue
+                        self._set_quotas(name, s, dep, monitor, writer)
+                        self._level(
+                            name, s, i, levels[i], rep, dep, monitor, writer, workloads[name]
+                        )
+
+    def _set_quotas(
+        self, name: str, spec: ExperimentSpec, dep: Deployment, monitor: Monitor, writer: RunWriter
+    ) -> None:
+        changed = {}
+        for node in dep.nodes:
+            quota = spec.system.tier(node.tier).cpu
+            if node.quota == quota or node.cgroup is None:
+                continue
+            node.cgroup.set_cpu(quota)
+            node.quota = quota
+            changed[node.name] = quota
+        monitor.set_quotas({n.name: n.quota for n in dep.nodes})
+        if changed:
+            t = time.monotonic()
+            writer.append(
+                "events", events_frame([(t, t, "quotas", "", {"setup": name, **changed})], self.t0)
+            )
+
+    # ---- deployment and levels -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def _deployed(
+        self,
+        name: str,
+        spec: ExperimentSpec,
+        writer: RunWriter,
+        workdir: Path,
+        supervisor: Supervisor,
+        hierarchy: Hierarchy | None,
+    ) -> Iterator[tuple[Deployment, Monitor]]:
+        """``spec``'s system deployed and monitored; stopped and its cgroups removed after."""
         self.progress({"event": "deploy", "setup": name})
         t_deploy = time.monotonic()
         deployment = start_system(spec.system, workdir, supervisor, hierarchy)
         deployed = [(t_deploy, time.monotonic(), "deploy", "", {"setup": name, **deployment.facts})]
         writer.append("events", events_frame(deployed, self.t0))
-        workload = parse_workload(
-            merge_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
-        )
         probes = [
             NodeProbe(
                 tier=n.tier,
@@ -173,15 +240,7 @@ class Runner:
         ]
         monitor = Monitor(spec.monitor.interval, self.t0, probes).start()
         try:
-            for i, level in enumerate(spec.sweep.level_values):
-                for rep in range(spec.sweep.repetitions):
-                    level_run = LevelRun(self, name, spec, level, rep, deployment, monitor, writer)
-                    outcome = level_run.run(
-                        workload, seed=spec.system.seed * 1_000_003 + 1000 * i + rep
-                    )
-                    self.outcomes.append(outcome)
-                    self.progress({"event": "level_done", "outcome": outcome})
-                    supervisor.check_alive()
+            yield deployment, monitor
         finally:
             monitor.stop()
             self.monitor_stats.append(
@@ -201,6 +260,33 @@ class Runner:
                 hierarchy.nodes.clear()
             writer.flush()
 
+    def _workload(self, deployment: Deployment, spec: ExperimentSpec) -> Any:
+        from tierscope.spec.workload import merge_workload, parse_workload
+
+        return parse_workload(
+            merge_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
+        )
+
+    def _level(
+        self,
+        name: str,
+        spec: ExperimentSpec,
+        index: int,
+        level: float,
+        rep: int,
+        deployment: Deployment,
+        monitor: Monitor,
+        writer: RunWriter,
+        workload: Any,
+    ) -> None:
+        level_run = LevelRun(self, name, spec, level, rep, deployment, monitor, writer)
+        # the same seed for a level in every setup: common random numbers across setups
+        outcome = level_run.run(workload, seed=spec.system.seed * 1_000_003 + 1000 * index + rep)
+        self.outcomes.append(outcome)
+        self.progress({"event": "level_done", "outcome": outcome})
+        if self.supervisor is not None:
+            self.supervisor.check_alive()
+
     # ---- summary -------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         points = [o.point for o in self.outcomes]
@@ -210,6 +296,27 @@ class Runner:
             "warnings": [w for o in self.outcomes for w in o.warnings],
             "monitor": self.monitor_stats,
         }
+
+
+def _check_interleavable(setups: dict[str, ExperimentSpec], source: str) -> None:
+    """Interleaved setups share one deployment and its monitor: they may differ in CPU quotas
+    (that keep the same processes), levels, workload, phases and faults."""
+    names = list(setups)
+    first = setups[names[0]]
+    for name in names[1:]:
+        s = setups[name]
+        for part, same in (
+            ("system", deployed_as(s.system) == deployed_as(first.system)),
+            ("monitor", s.monitor == first.monitor),
+        ):
+            if not same:
+                raise InputError(
+                    "sweep.interleave",
+                    True,
+                    f"setups that can share one deployment: '{name}' differs from "
+                    f"'{names[0]}' in {part} beyond CPU quotas that keep the same processes",
+                    source=source,
+                )
 
 
 class LevelRun:

@@ -161,6 +161,11 @@ class SweepSpec(BaseModel):
     levels: list[PositiveFloat] | LevelRange
     repetitions: PositiveInt = 1
     setups: list[SetupSpec] = Field(default_factory=list)
+    interleave: bool = Field(
+        False,
+        description="run the setups' levels in turn on one deployment (the setups may differ "
+        "only in CPU quotas and levels), so that a host's drift touches all setups alike",
+    )
 
     @field_validator("levels")
     @classmethod

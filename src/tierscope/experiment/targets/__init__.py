@@ -115,6 +115,27 @@ class CsvTail:
         )
 
 
+def deployed_as(system: SystemSpec) -> dict[str, Any]:
+    """What decides how ``system`` is deployed: its spec with every tier's CPU quota replaced by
+    the processes that quota starts. Two systems alike in this differ only in quotas, which can
+    be changed on the running processes (:meth:`NodeCgroup.set_cpu`)."""
+    from tierscope.experiment.targets.embedded import processes_for
+    from tierscope.experiment.targets.webstack import nginx_workers
+
+    doc = system.model_dump(mode="json")
+    tiers = {}
+    for name in ("web", "app", "db"):
+        spec = system.tier(name)
+        processes = (
+            nginx_workers(spec)
+            if system.kind == "webstack" and name == "web"
+            else processes_for(spec)
+        )
+        tiers[name] = {**spec.model_dump(mode="json"), "cpu": None, "processes": processes}
+    doc["tiers"] = tiers
+    return doc
+
+
 def start_system(
     system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
 ) -> Deployment:

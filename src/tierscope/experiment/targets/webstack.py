@@ -33,11 +33,16 @@ from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.processes import StartError, Supervisor
 from tierscope.experiment.targets import CsvTail, Deployment, Node
 from tierscope.experiment.targets.embedded import WORKLOAD_FILE, processes_for, tier_config
-from tierscope.spec.experiment import SystemSpec
+from tierscope.spec.experiment import SystemSpec, TierSpec
 
 PG_BIN = Path(os.environ.get("TIERSCOPE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 NGINX = os.environ.get("TIERSCOPE_NGINX", "/usr/sbin/nginx")
 INSTALL_HINT = "apt-get install -y nginx-light postgresql-15 (and pip install 'psycopg[binary]')"
+
+
+def nginx_workers(spec: TierSpec) -> int:
+    """nginx worker processes: as given, else about as many as the quota's cores."""
+    return max(1, int(spec.processes or round(spec.cpu or 1) or 1))
 
 
 def missing_parts() -> list[str]:
@@ -320,7 +325,7 @@ def start_webstack(
         conf = workdir / "nginx.conf"
         conf.write_text(
             NGINX_CONF.format(
-                workers=max(1, int(web_spec.processes or round(web_spec.cpu or 1) or 1)),
+                workers=nginx_workers(web_spec),
                 dir=workdir,
                 port=port,
                 servers="\n".join(f"        server 127.0.0.1:{p};" for p in app_endpoints),
