@@ -49,6 +49,15 @@ PROGRESS_EVERY_S = 0.25
 MEAN_OVER_NODES = ("cpu_util", "cpu_throttled_ratio", "worker_util", "pool_util")
 
 
+@dataclass(frozen=True)
+class _RunContext:
+    """What every deployment of one run writes to and is stopped by."""
+
+    writer: RunWriter
+    supervisor: Supervisor
+    hierarchy: Hierarchy | None
+
+
 @dataclass
 class LevelOutcome:
     setup: str
@@ -108,13 +117,14 @@ class Runner:
         writer.info["time_base"] = "seconds since the run's start (CLOCK_MONOTONIC)"
         try:
             with writer:
+                ctx = _RunContext(writer, supervisor, hierarchy)
                 if self.spec.sweep.interleave:
-                    self._run_interleaved(writer, workdir, supervisor, hierarchy)
+                    self._run_in_turn(self.setups, workdir, ctx)
                 else:
                     for name, setup in self.setups.items():
                         setup_dir = workdir / name
                         setup_dir.mkdir()
-                        self._run_setup(name, setup, writer, setup_dir, supervisor, hierarchy)
+                        self._run_in_turn({name: setup}, setup_dir, ctx)
                 writer.info["summary"] = self.summary()
         finally:
             supervisor.stop_all()
@@ -144,39 +154,15 @@ class Runner:
                 ) from None
             return None
 
-    # ---- one setup -----------------------------------------------------------------------------
-    def _run_setup(
-        self,
-        name: str,
-        spec: ExperimentSpec,
-        writer: RunWriter,
-        workdir: Path,
-        supervisor: Supervisor,
-        hierarchy: Hierarchy | None,
-    ) -> None:
-        with self._deployed(name, spec, writer, workdir, supervisor, hierarchy) as (dep, monitor):
-            workload = self._workload(dep, spec)
-            for i, level in enumerate(spec.sweep.level_values):
-                for rep in range(spec.sweep.repetitions):
-                    self._level(name, spec, i, level, rep, dep, monitor, writer, workload)
-
-    # ---- setups in turn on one deployment --------------------------------------------------------
-    def _run_interleaved(
-        self,
-        writer: RunWriter,
-        workdir: Path,
-        supervisor: Supervisor,
-        hierarchy: Hierarchy | None,
+    # ---- setups on one deployment ---------------------------------------------------------------
+    def _run_in_turn(
+        self, setups: dict[str, ExperimentSpec], workdir: Path, ctx: _RunContext
     ) -> None:
         """Level i, repetition r of every setup, then level i, repetition r + 1, ...: the setups
         share one deployment and only their quotas are switched between levels, so that slow
-        drift of the host (minutes) touches every setup alike."""
-        setups = self.setups
+        drift of the host (minutes) touches every setup alike. One setup: its sweep in order."""
         first = next(iter(setups.values()))
-        with self._deployed("+".join(setups), first, writer, workdir, supervisor, hierarchy) as (
-            dep,
-            monitor,
-        ):
+        with self._deployed("+".join(setups), first, workdir, ctx) as (dep, monitor):
             workloads = {name: self._workload(dep, s) for name, s in setups.items()}
             rounds = max(len(s.sweep.level_values) for s in setups.values())
             reps = max(s.sweep.repetitions for s in setups.values())
@@ -186,9 +172,9 @@ class Runner:
                         levels = s.sweep.level_values
                         if i >= len(levels) or rep >= s.sweep.repetitions:
                             continue
-                        self._set_quotas(name, s, dep, monitor, writer)
+                        self._set_quotas(name, s, dep, monitor, ctx.writer)
                         self._level(
-                            name, s, i, levels[i], rep, dep, monitor, writer, workloads[name]
+                            name, s, i, levels[i], rep, dep, monitor, ctx.writer, workloads[name]
                         )
 
     def _set_quotas(
@@ -212,18 +198,13 @@ class Runner:
     # ---- deployment and levels -----------------------------------------------------------------
     @contextlib.contextmanager
     def _deployed(
-        self,
-        name: str,
-        spec: ExperimentSpec,
-        writer: RunWriter,
-        workdir: Path,
-        supervisor: Supervisor,
-        hierarchy: Hierarchy | None,
+        self, name: str, spec: ExperimentSpec, workdir: Path, ctx: _RunContext
     ) -> Iterator[tuple[Deployment, Monitor]]:
         """``spec``'s system deployed and monitored; stopped and its cgroups removed after."""
+        writer, hierarchy = ctx.writer, ctx.hierarchy
         self.progress({"event": "deploy", "setup": name})
         t_deploy = time.monotonic()
-        deployment = start_system(spec.system, workdir, supervisor, hierarchy)
+        deployment = start_system(spec.system, workdir, ctx.supervisor, hierarchy)
         deployed = [(t_deploy, time.monotonic(), "deploy", "", {"setup": name, **deployment.facts})]
         writer.append("events", events_frame(deployed, self.t0))
         probes = [
