@@ -281,11 +281,14 @@ def test_interleaved_setups_switch_quotas_on_one_deployment(tmp_path: Path) -> N
     for setup, quota in (("small", 0.15), ("large", 0.3)):
         assert mean(setup, "cpu_cores") == pytest.approx(quota, rel=0.12), cores
         assert mean(setup, "cpu_util") > 0.85, cores  # utilisation of that setup's quota
+    # Twice the quota serves about twice as much: not exactly, since the saturated database
+    # burns more CPU per query under the smaller quota (more throttled periods, each waking its
+    # threads again; measured 3-12 % more), so the ratio runs from 2 up to about 2.3.
     x = r.points.group_by("setup").agg(pl.col("throughput").mean())
     ratio = float(x.filter(pl.col("setup") == "large")["throughput"][0]) / float(
         x.filter(pl.col("setup") == "small")["throughput"][0]
     )
-    assert 1.6 < ratio < 2.2, x
+    assert 1.7 < ratio < 2.5, x
 
 
 @pytest.mark.parametrize(

@@ -51,15 +51,17 @@ def test_latency_is_within_0_2_ms_of_the_server_truth(server: TestServer) -> Non
     seen = []
     for _ in range(ATTEMPTS):
         client, gap, summary = _gaps(server, 0.010, 0.02)
-        seen.append(np.quantile(gap, [0.5, 0.95]).round(6).tolist())
-        if _within(gap):
+        # The summary's medians (corrected: from the intended start; and uncorrected) against the
+        # truth, the median of client latency less gap: the server's own time for each request.
+        truth = float(np.median(client - gap))
+        medians = [summary["latency"]["p50"], summary["latency_uncorrected"]["p50"]]
+        seen.append([*np.quantile(gap, [0.5, 0.95]).round(6).tolist(), round(truth, 6), medians])
+        if _within(gap) and all(abs(m - truth) < TOLERANCE_S for m in medians):
             break
     else:
-        pytest.fail(f"client − server latency (median, p95) in every attempt: {seen}")
-    # Against the configured delay, and in the summary (corrected: from the intended start).
-    assert abs(np.median(client) - 0.010) < TOLERANCE_S
-    assert summary["latency"]["p50"] == pytest.approx(0.010, abs=TOLERANCE_S)
-    assert summary["latency_uncorrected"]["p50"] == pytest.approx(0.010, abs=TOLERANCE_S)
+        pytest.fail(f"gap (median, p95), server median, summary medians in every attempt: {seen}")
+    # The server slept for its configured delay (its overshoot is the operating system's).
+    assert truth == pytest.approx(0.010, abs=TOLERANCE_S)
 
 
 def test_latency_tracks_a_distributed_delay(server: TestServer) -> None:
