@@ -32,6 +32,8 @@ from pathlib import Path
 GAUGE_SLOTS = ("arrivals", "departures", "active", "workers", "pool_busy", "pool_size", "errors")
 _FMT = "<" + "q" * len(GAUGE_SLOTS)
 GAUGE_BYTES = struct.calcsize(_FMT)
+#: A reader's tries for two equal copies of a gauge file that is being written.
+READ_TRIES = 8
 
 
 class Gauges:
@@ -51,7 +53,9 @@ class Gauges:
         self._publish()
 
     def _publish(self) -> None:
-        struct.pack_into(_FMT, self._map, 0, *self._values.values())
+        # One copy of the packed bytes, not struct.pack_into: that first zeroes the slots it
+        # writes, and a monitor reading between the two saw departures = 0 (a queue of 12 000).
+        self._map[:GAUGE_BYTES] = struct.pack(_FMT, *self._values.values())
 
     def add(self, slot: str, delta: int = 1) -> None:
         with self.lock:
@@ -104,7 +108,15 @@ class GaugeReader:
                 self._map = mmap.mmap(fd, GAUGE_BYTES, prot=mmap.PROT_READ)
             finally:
                 os.close(fd)
-        return dict(zip(GAUGE_SLOTS, struct.unpack_from(_FMT, self._map, 0), strict=True))
+        # The writer is another process: a read during its copy mixes old and new slots, so
+        # read until two copies agree (a handful of tries; one on a quiet tier).
+        raw = self._map[:GAUGE_BYTES]
+        for _ in range(READ_TRIES):
+            again = self._map[:GAUGE_BYTES]
+            if again == raw:
+                break
+            raw = again
+        return dict(zip(GAUGE_SLOTS, struct.unpack(_FMT, raw), strict=True))
 
     def close(self) -> None:
         if self._map is not None:
