@@ -263,3 +263,43 @@ def test_a_stalled_replica_runs_nothing_until_the_stall_ends() -> None:
     assert stalled.sum() > 15 and (~stalled).sum() > 200  # one request is caught per stall
     np.testing.assert_allclose(req[stalled, 1], np.floor(req[stalled, 0]) + 0.801, atol=1e-9)
     np.testing.assert_allclose(req[~stalled, 1] - req[~stalled, 0], 1e-3, atol=1e-9)
+
+
+@pytest.mark.parametrize("quantum", [None, 0.005])
+def test_contention_is_a_load_dependent_station_that_exact_mva_solves(
+    quantum: float | None,
+) -> None:
+    """A server that burns 1 + c (min(n, upto) - 1) times a request's CPU with n requests
+    present is a load-dependent station of rate 1 / slowdown(n): with exponential demands its
+    queue is the same birth-death process in processor sharing and in round robin, which exact
+    MVA with those rates solves (a second method, sharing nothing with the simulator)."""
+    D, Z, c, upto = 4e-3, 0.05, 0.1, 6.0
+    tier = TierModel(TierFacts("db", 1, None, 1, quantum), D, contention=c, contention_upto=upto)
+    model = NTierModel(tiers=(tier,), think_time=Z)
+    # (from upto on the rate stays: the list ends there)
+    assert replica_rates(tier) == pytest.approx([1 / (1 + c * (j - 1)) for j in range(1, 7)])
+    for users in (4, 30):
+        exact = predict(model, [users], solver="mva")[0]
+        sim = predict(model, [users], solver="quota-sim", duration=400, seed=4)[0]
+        assert sim.throughput == pytest.approx(exact.throughput, rel=0.02)
+        assert sim.rt_mean == pytest.approx(exact.rt_mean, rel=0.06)
+    # saturated, the server serves 1 / (D (1 + c (upto - 1))) requests per second
+    assert model.max_throughput == pytest.approx(1 / (D * 1.5))
+    assert exact.throughput == pytest.approx(model.max_throughput, rel=0.01)
+
+
+def test_contention_spends_the_quota_on_the_slowdown() -> None:
+    """Under a quota the budget is CPU time: with 10 requests always present and contention
+    up to 5, each request costs D (1 + 4 c) of it, so throughput is quota / that."""
+    D, c = 2e-3, 0.05
+    out = simulate_closed(
+        [SimTier("db", 1, 1.0, 0.2, quantum=0.005, contention=c, contention_upto=5.0)],
+        users=10,
+        think_time=0.0,
+        demand_means=np.array([D]),
+        demand_samples=np.array([[D]]),
+        duration=200,
+        seed=3,
+    )
+    assert out.throughput == pytest.approx(0.2 / (D * (1 + 4 * c)), rel=0.01)
+    assert out.utilization["db"] == pytest.approx(0.2, rel=0.01)

@@ -35,9 +35,12 @@ def write_sweep(
     steady: float = 30.0,
     samples: np.ndarray | None = None,
     write_fraction: np.ndarray | None = None,
+    contention: dict[str, float] | None = None,
     seed: int = 1,
 ) -> dict[str, Any]:
-    """Simulate every level and write the run folder ``out``; returns the spec document."""
+    """Simulate every level and write the run folder ``out``; returns the spec document.
+    ``contention``: per tier, the CPU a request burns grows by this fraction with each other
+    request present (without bound)."""
     replicas = dict(zip(TIERS, (int(p) for p in topology.split("/")), strict=True))
     doc = {
         "name": "synthetic",
@@ -53,8 +56,18 @@ def write_sweep(
     # processes per replica as the runner sets them (enough for the quota); Python tiers serve
     # round robin with the GIL's 5 ms slice; writes run at every database replica
     procs = {t: float(max(1, np.ceil(cpu.get(t) or 1))) for t in TIERS}
+    contention = contention or {}
     tiers = [
-        SimTier(t, replicas[t], procs[t], cpu.get(t), write_all=t == "db", quantum=0.005)
+        SimTier(
+            t,
+            replicas[t],
+            procs[t],
+            cpu.get(t),
+            write_all=t == "db",
+            quantum=0.005,
+            contention=contention.get(t, 0.0),
+            contention_upto=np.inf,
+        )
         for t in TIERS
     ]
     means = np.array([demands[t] for t in TIERS])
@@ -162,8 +175,12 @@ def _write_level(
         "errors": 0.0,
     }
     per_node = window.group_by("tier", "node").agg(pl.col("value").mean())
-    for t in TIERS:
+    for k, t in enumerate(TIERS):
         point[f"{t}.cpu_cores"] = float(per_node.filter(pl.col("tier") == t)["value"].sum())
+        # requests present at the tier's replicas together, averaged over the window
+        stays = vis.filter(pl.col("tier") == k)
+        inside = (stays["end"] + offset).clip(a, b) - (stays["start"] + offset).clip(a, b)
+        point[f"{t}.queue_length"] = float(inside.sum()) / steady
     writer.append("points", pl.DataFrame([point]))
     writer.flush()
     del replicas

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan.conftest import CPU, LEVELS, true_demands
+from tests.plan._synthetic import write_sweep
+from tests.plan.conftest import CPU, LEVELS, mix_samples, true_demands
 from tierscope.plan import calibrate, model_vs_measurement
 from tierscope.qn import Network, solve
 from tierscope.spec import parse_model
@@ -83,3 +84,28 @@ def test_injected_stalls_are_repeated_over_the_steady_window() -> None:
         ("db", None, 10.0, 10.3),
         ("db", None, 15.0, 15.3),
     ]
+
+
+def test_contention_injected_at_the_database_is_found(tmp_path: Path) -> None:
+    """The simulated database burns 2 % more CPU per query for each other query present (the
+    embedded database measured 2.2 %), without bound, so that its throughput falls beyond the
+    knee: calibration finds the demand of a query alone and the law, and predicts the sweep."""
+    truth = true_demands()
+    write_sweep(
+        tmp_path / "run",
+        levels=[10, 30, 45, 55, 65, 80],
+        cpu=CPU,
+        demands=truth,
+        samples=mix_samples(),
+        steady=40.0,
+        contention={"db": 0.02},
+        seed=13,
+    )
+    cal = calibrate(read_run(tmp_path / "run"), duration=200)
+    db = cal.model.tier("db")
+    assert db.demand == pytest.approx(truth["db"], rel=0.06)
+    assert db.contention == pytest.approx(0.02, rel=0.3)
+    assert cal.model.tier("app").contention == 0.0  # the app never held two requests
+    s = cal.summary
+    assert abs(s["peak_throughput"]["error"]) < 0.05
+    assert abs(s["rt_at_70pct_peak"]["error"]) < 0.15

@@ -55,9 +55,10 @@ def base_spec(tiers: dict[str, Any], levels: list[int], repetitions: int = 1) ->
 
 
 #: The issue's target for the mean response time at 70 % of the peak is 15 %. The db- and
-#: app-capped calibrations met it in every run so far (-2.7 to +13.3 %), and so did the
-#: what-if since it is measured interleaved with its base (+5.7 %; -18.1 % once when it ran
-#: minutes after it, on a host that had drifted by 15 % at light load). The demo system's
+#: app-capped calibrations met it in every run so far (-4.8 to +13.3 %); the what-if, measured
+#: interleaved with its base, met it twice (+5.7 %, -0.3 %) and missed once by far (+42 %,
+#: before the contention law: the database's mean demand was 14 % high below the knee; and
+#: -18.1 % once when it ran minutes after its base, on a host that had drifted). The demo system's
 #: single-repetition sweep did not (-23 % and +17 %, docs/models-from-measurements.md). The test
 #: holds the model to 20 % and prints every error; the issue stays open until 15 % holds run
 #: after run on every embedded system.
@@ -101,8 +102,11 @@ def report(title: str, doc: dict[str, Any]) -> None:
     print(f"\n== {title}\n{json.dumps(doc, indent=1, default=float)}")
 
 
-#: The what-if setup measured beside the db-capped one: the database's quota doubled.
-WHATIF, WHATIF_LEVELS = "db-0.4", [10, 30, 50, 70, 85, 100, 130]
+#: The what-if setup measured beside the db-capped one: the database's quota doubled. Its 70 %
+#: point (about 50 users: 70 % of 140-149/s) is read between 50 and 60 users, not between 50
+#: and 70, where the database is at 86 % of its quota and a few ms of error at 70 moved the
+#: interpolated value by 40 % in one CI run.
+WHATIF, WHATIF_LEVELS = "db-0.4", [10, 30, 50, 60, 70, 85, 100, 130]
 
 
 @pytest.fixture(scope="module")

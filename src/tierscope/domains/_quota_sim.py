@@ -64,8 +64,12 @@ class _Replica:
         quantum: float | None,
         carry: float = 0.0,
         tick: float | None = None,
+        contention: float = 0.0,
+        contention_upto: float = 1.0,
     ):
         self.cap = cap
+        self.contention = contention
+        self.contention_upto = contention_upto
         self.budget_per_period = budget
         self.budget = budget
         self.carry = carry
@@ -106,6 +110,14 @@ class _Replica:
             return 0.0
         return min(float(n), self.cap) if self.quantum is None else float(self.running())
 
+    def work_rate(self) -> float:
+        """Work done per CPU second now: 1 / (1 + c (n - 1)) with n requests present (at
+        most ``contention_upto``): the CPU a contended server burns on switching among them."""
+        if not self.contention:
+            return 1.0
+        n = min(float(len(self)), self.contention_upto)
+        return 1.0 / (1.0 + self.contention * max(n - 1.0, 0.0))
+
     def advance(self, t: float) -> None:
         dt = t - self.last
         if dt <= 0:
@@ -117,11 +129,12 @@ class _Replica:
         self.busy += dt * s
         if self.budget < _INF:
             self.budget -= dt * s  # below 0: runtime overrun until the next tick, repaid later
+        g = self.work_rate()
         if self.quantum is None:
-            self.vclock += dt * s / len(self.heap)
+            self.vclock += dt * s * g / len(self.heap)
         else:
             for i in range(self.running()):
-                self.queue[i][1] -= dt
+                self.queue[i][1] -= dt * g
                 self.queue[i][2] -= dt
 
     # ---- jobs --------------------------------------------------------------------------------
@@ -156,16 +169,17 @@ class _Replica:
             t_out = now + self.budget / s
             if self.tick:  # the kernel notices a running task's overrun at its next tick
                 t_out = self.phase + math.ceil((t_out - self.phase) / self.tick) * self.tick
+        g = self.work_rate()
         if self.quantum is None:
-            t_job = now + (self.heap[0][0] - self.vclock) * len(self.heap) / s
+            t_job = now + (self.heap[0][0] - self.vclock) * len(self.heap) / (s * g)
             kind = DONE
         else:
             t_job, kind = _INF, DONE
             for i in range(self.running()):
                 _, rem, left = self.queue[i]
-                if rem <= left and now + rem < t_job:
-                    t_job, kind = now + rem, DONE
-                elif left < rem and now + left < t_job:
+                if rem / g <= left and now + rem / g < t_job:
+                    t_job, kind = now + rem / g, DONE
+                elif left < rem / g and now + left < t_job:
                     t_job, kind = now + left, SLICE
         return (t_job, kind) if t_job <= t_out else (t_out, OUT)
 
@@ -209,6 +223,8 @@ class SimTier:
     quantum: float | None = None  # round-robin time slice (None: processor sharing)
     carry: float = 0.0  # unused budget (CPU seconds) a replica keeps into the next period
     tick: float | None = None  # the kernel's tick (None: a quota is enforced to the instant)
+    contention: float = 0.0  # CPU per request grows by this fraction per other request present
+    contention_upto: float = 1.0  # ... up to this many requests present
 
 
 @dataclass
@@ -290,6 +306,8 @@ def simulate_closed(
                     tier.quantum,
                     tier.carry,
                     tier.tick,
+                    tier.contention,
+                    tier.contention_upto,
                 )
                 for _ in range(tier.replicas)
             ]

@@ -114,12 +114,20 @@ def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dic
 class TierModel:
     """A tier with its measured demand: CPU seconds per request at the tier, counting a write
     that every replica runs once (``write_demand`` of it is such a write), and the background
-    cores each replica uses whatever the load."""
+    cores each replica uses whatever the load.
+
+    ``demand`` is a request's CPU when it is alone at its replica. With n requests present a
+    replica burns ``slowdown(n)`` = 1 + contention x (min(n, contention_upto) - 1) times that
+    (measured on the embedded tiers: 10-25 % more CPU per query when a saturated Python server
+    switches among the 6-8 requests its pool lets in, against 3 context switches per query at
+    light load)."""
 
     facts: TierFacts
     demand: float
     background: float = 0.0
     write_demand: float = 0.0
+    contention: float = 0.0
+    contention_upto: float = 1.0
 
     @property
     def name(self) -> str:
@@ -130,6 +138,10 @@ class TierModel:
         """CPU seconds per request over all replicas (each runs the writes)."""
         return self.demand + (self.facts.replicas - 1) * self.write_demand
 
+    def slowdown(self, n: float) -> float:
+        """CPU per request with ``n`` requests present at a replica, relative to ``demand``."""
+        return 1.0 + self.contention * max(min(n, self.contention_upto) - 1.0, 0.0)
+
     @property
     def capacity(self) -> float:
         """Cores left for requests, all replicas together."""
@@ -137,7 +149,9 @@ class TierModel:
 
     @property
     def max_throughput(self) -> float:
-        return self.capacity / self.total_demand if self.total_demand > 0 else math.inf
+        """Requests per second when saturated (with the most contention)."""
+        d = self.total_demand * self.slowdown(self.contention_upto)
+        return self.capacity / d if d > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -232,7 +246,8 @@ def replica_rates(tier: TierModel) -> list[float]:
     """Rate multipliers r(j), j = 1..L, of a tier station with m = replicas servers.
 
     With j jobs spread evenly over m replicas, replica i holds j_i of them and serves
-    min(j_i, processes) cores, at most its usable quota; alpha(j) = sum_i of that, and
+    min(j_i, processes) cores, at most its usable quota, and does 1 / slowdown(j_i) of a
+    request's work with each CPU second (contention); alpha(j) = sum_i of that, and
     r(j) = alpha(j) / min(j, m) (the schema's alpha(j) = min(j, m) r(j)).
     """
     f = tier.facts
@@ -243,9 +258,9 @@ def replica_rates(tier: TierModel) -> list[float]:
     )
     m = f.replicas
     out = []
-    for j in range(1, m * f.processes + 1):
+    for j in range(1, m * max(f.processes, math.ceil(tier.contention_upto)) + 1):
         share = [j // m + (1 if i < j % m else 0) for i in range(m)]
-        alpha = sum(min(s, f.processes, per_replica) for s in share)
+        alpha = sum(min(s, f.processes, per_replica) / tier.slowdown(s) for s in share)
         out.append(alpha / min(j, m))
     # trailing equal values add nothing (the last one repeats)
     while len(out) > 1 and abs(out[-1] - out[-2]) < 1e-12:
@@ -388,6 +403,8 @@ def _predict_sim(
             quantum=t.facts.quantum,
             carry=CFS_MIN_RUNTIME_S * t.facts.processes,
             tick=KERNEL_TICK_S,
+            contention=t.contention,
+            contention_upto=t.contention_upto,
         )
         for i, t in enumerate(model.tiers)
     ]

@@ -47,14 +47,17 @@ def estimate(doc: dict[str, Any], title: str) -> RenderableType:
 def calibration(doc: dict[str, Any], title: str) -> RenderableType:
     m = doc["model"]
     tiers = Table(title=f"{title} — calibrated model ({doc['solver']})", title_justify="left")
-    for col in ("tier", "replicas", "cpu/replica", "demand [ms CPU]", "background", "max X [1/s]"):
+    cols = ("tier", "replicas", "cpu/replica", "demand [ms CPU]", "contention", "background")
+    for col in (*cols, "max X [1/s]"):
         tiers.add_column(col, justify="left" if col == "tier" else "right")
     for name, t in m["tiers"].items():
+        c = t.get("contention") or 0.0
         tiers.add_row(
             name,
             str(t["replicas"]),
             fmt(t["cpu"], 3),
             f"{t['demand'] * 1e3:.4g}",
+            f"+{c:.1%}/request, to {t['contention_upto']:.3g}" if c else "-",
             fmt(t["background"], 3),
             fmt(t["max_throughput"], 4),
         )

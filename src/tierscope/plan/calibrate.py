@@ -8,7 +8,10 @@ background CPU from the utilisation law with an intercept (UBR), to which the pe
 demands are scaled; the think time from the closed-loop law N = X (Z + R) at unsaturated
 levels (it includes the client's own time between requests); the time spent outside the tiers
 (network, client, wake-ups), whose mean makes the model match the lightly loaded levels and
-whose spread is theirs.
+whose spread is theirs. A tier that served its saturated levels with more CPU per request than
+its light ones gets a contention law (CPU per request growing with the requests present,
+:class:`tierscope.domains.ntier.TierModel`), fitted on the sweep's levels; its demand is then
+the CPU of a request served alone.
 
 Design decision: every measured level is *predicted*, none is fitted except the lightly loaded
 levels' response times (through the outside delay), so the validation table is an honest
@@ -47,6 +50,10 @@ UNSATURATED = 0.8
 LIGHT = 0.5
 #: UBR and CI mean demands may disagree this much before UBR is distrusted.
 AGREEMENT = 0.3
+#: A contention law needs this many level runs with two or more requests per replica at the
+#: tier, and as many with fewer, and a slope this many standard errors above zero.
+CONTENTION_ROWS = 2
+CONTENTION_T = 3.0
 
 
 @dataclass
@@ -93,6 +100,8 @@ def model_summary(model: NTierModel) -> dict[str, Any]:
                 "demand": t.demand,
                 "write_demand": t.write_demand,
                 "background": t.background,
+                "contention": t.contention,
+                "contention_upto": t.contention_upto,
                 "max_throughput": t.max_throughput,
             }
             for t in model.tiers
@@ -157,6 +166,53 @@ def _interaction_demands(
     return joined.select(pl.col(c).mean().over("interaction") for c in cols).to_numpy(), True
 
 
+@dataclass(frozen=True)
+class Contention:
+    """A tier's CPU against the requests present per replica, n: each request burns
+    ``alone x (1 + per_request x (min(n, upto) - 1))`` CPU seconds, and the tier
+    ``background`` cores besides."""
+
+    alone: float
+    per_request: float
+    upto: float
+    background: float
+
+
+def _contention(points: pl.DataFrame, tier: str, replicas: int) -> Contention | None:
+    """The contention law of ``tier`` from the level runs in ``points`` (one row per level
+    and repetition), or None if its CPU per request did not grow with the requests present.
+
+    Each row gives the tier's CPU, its throughput X and the mean requests present per replica,
+    n; with x = max(n - 1, 0), cpu = background + alone X + alone c X x is linear in its three
+    unknowns. (The utilisation law's straight line, cpu = background + D X, cannot hold when a
+    saturated tier serves fewer requests with the same CPU: it mistakes the growth for
+    background.)
+    """
+    cols = [f"{tier}.cpu_cores", f"{tier}.queue_length", "throughput"]
+    if any(c not in points.columns for c in cols):
+        return None
+    df = points.select(cols).drop_nulls().filter(pl.col("throughput") > 0)
+    cpu, x_s = df[cols[0]].to_numpy(), df["throughput"].to_numpy()
+    n = df[cols[1]].to_numpy() / replicas
+    x = np.maximum(n - 1.0, 0.0)
+    if (x >= 1).sum() < CONTENTION_ROWS or (x < 1).sum() < CONTENTION_ROWS:
+        return None
+    design = np.column_stack([np.ones_like(x_s), x_s, x_s * x])
+    coef = np.linalg.lstsq(design, cpu, rcond=None)[0]
+    if coef[0] < 0:  # a negative background: none instead
+        design = design[:, 1:]
+        coef = np.concatenate([[0.0], np.linalg.lstsq(design, cpu, rcond=None)[0]])
+    background, alone, growth = (float(v) for v in coef)
+    dof = len(cpu) - design.shape[1]
+    if alone <= 0 or dof < 1:
+        return None
+    sigma2 = float(((cpu - design @ coef[-design.shape[1] :]) ** 2).sum()) / dof
+    se = math.sqrt(sigma2 * max(float(np.linalg.inv(design.T @ design)[-1, -1]), 0.0))
+    if not growth > CONTENTION_T * se:
+        return None
+    return Contention(alone, growth / alone, float(n.max()), background)
+
+
 def build_model(
     run: Run, *, setup: str | None = None, window: float = 1.0
 ) -> tuple[NTierModel, dict[str, Any], list[str]]:
@@ -189,6 +245,19 @@ def build_model(
                 f"({ci_mean[k]:.3g} s) disagree; the records' demand is used, no background"
             )
             demand[k], background[k] = ci_mean[k], 0.0
+    # The demands above are means over the sweep: with contention, of requests served with
+    # others present. Such a tier's demand is a request's alone; the law adds the rest.
+    points = run.points.filter(pl.col("setup") == setup)
+    contention = {st: _contention(points, st, facts[st].replicas) for st in obs.stations}
+    for k, st in enumerate(obs.stations):
+        c = contention[st]
+        if c is not None:
+            demand[k], background[k] = c.alone, c.background
+            notes.append(
+                f"{st}: CPU per request grows {c.per_request:.1%} with each other request "
+                f"present (measured up to {c.upto:.1f} per replica): {c.alone * 1e3:.3g} ms "
+                f"alone, {c.alone * (1 + c.per_request * (c.upto - 1)) * 1e3:.3g} ms saturated"
+            )
     # A replicated last tier runs every write at each replica: split its demand into the
     # single copy a request needs and the write part each replica repeats.
     last = len(obs.stations) - 1
@@ -219,12 +288,15 @@ def build_model(
             f"one {obs.stations[last]} replica: its writes cannot be told from its reads, so "
             "a prediction with more replicas assumes every query runs at one replica only"
         )
+    # (contention, up to): none is (0, 1)
+    laws = {st: (c.per_request, c.upto) if c else (0.0, 1.0) for st, c in contention.items()}
     tiers = tuple(
         TierModel(
             facts[st],
             float(demand_single[k]),
             float(background[k]) / facts[st].replicas,
             write_demand if k == last else 0.0,
+            *laws[st],
         )
         for k, st in enumerate(obs.stations)
     )
@@ -252,6 +324,11 @@ def build_model(
         "background_ubr": {st: float(ubr.background_[k]) for k, st in enumerate(obs.stations)},
         "demand_ci": {st: float(ci_mean[k]) for k, st in enumerate(obs.stations)},
         "demands_by_interaction": by_interaction,
+        "contention": {
+            st: {"alone": c.alone, "per_request": c.per_request, "upto": c.upto}
+            for st, c in contention.items()
+            if c is not None
+        },
         "requests": int(samples.shape[0]),
         "windows": obs.n_windows,
         "unit": "cpu_s",
