@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.plan._synthetic import write_sweep
 from tests.plan.conftest import CPU, LEVELS, mix_samples, true_demands
 from tierscope.plan import calibrate, model_vs_measurement
+from tierscope.plan.calibrate import _validation_advice
 from tierscope.qn import Network, solve
 from tierscope.spec import parse_model
 from tierscope.store import read_run
@@ -109,3 +111,23 @@ def test_contention_injected_at_the_database_is_found(tmp_path: Path) -> None:
     s = cal.summary
     assert abs(s["peak_throughput"]["error"]) < 0.05
     assert abs(s["rt_at_70pct_peak"]["error"]) < 0.15
+
+
+def _levels(rt_ms: list[float], reps: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"level": [10, 20, 40, 60, 80], "rt_mean": [v / 1e3 for v in rt_ms], "reps": [reps] * 5}
+    )
+
+
+def test_a_comparison_read_across_the_knee_gets_advice() -> None:
+    # The worked example's sweep: 70 % of the peak between 40 and 60 users, 9 -> 25 ms, once.
+    levels = _levels([5.3, 5.5, 9.2, 25.5, 262], reps=1)
+    summary = {"rt_at_70pct_peak": {"between_levels": [40.0, 60.0]}}
+    steep, once = _validation_advice(summary, levels)
+    assert "between 40 and 60 users" in steep and "45, 50, 55" in steep
+    assert "9.2 to 25.5 ms" in steep
+    assert "measured once" in once
+    # levels close enough to the knee, and repeated: nothing to add
+    flat = _levels([5.3, 5.5, 6.0, 7.5, 262], reps=3)
+    assert _validation_advice(summary, flat) == []
+    assert "add lighter levels" in _validation_advice({}, flat)[0]

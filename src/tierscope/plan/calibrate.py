@@ -493,16 +493,52 @@ def calibrate(
     users = [round(v) for v in levels["level"].to_list()]
     preds = predict(model, users, solver=method, duration=duration, seed=seed)
     rows = [comparison_row(r, p) for r, p in zip(levels.iter_rows(named=True), preds, strict=True)]
+    summary = accuracy_summary(rows, model)
+    notes.extend(_validation_advice(summary, levels))
     return Calibration(
         model=model,
         setup=setup,
         solver=method,
         solver_reason=why,
         rows=rows,
-        summary=accuracy_summary(rows, model),
+        summary=summary,
         estimates=estimates,
         notes=notes,
     )
+
+
+#: Above this growth of the measured mean response time between the two levels that 70 % of the
+#: peak is read between, a few ms of noise at one level move the compared value by 10-20 %.
+STEEP_RT_GROWTH = 1.5
+
+
+def _validation_advice(summary: dict[str, Any], levels: pl.DataFrame) -> list[str]:
+    """What the sweep lacks for a trustworthy comparison at 70 % of the peak, and what to add."""
+    at70 = summary.get("rt_at_70pct_peak")
+    if at70 is None:
+        return [
+            "no sweep level below 70 % of the measured peak before it: the mean response time "
+            "there cannot be compared (add lighter levels)"
+        ]
+    lo, hi = at70["between_levels"]
+    by_level = dict(zip(levels["level"].to_list(), levels.iter_rows(named=True), strict=True))
+    r_lo, r_hi = by_level[lo]["rt_mean"], by_level[hi]["rt_mean"]
+    out = []
+    if r_hi > STEEP_RT_GROWTH * r_lo:
+        step = max(1, round((hi - lo) / 4))
+        extra = ", ".join(f"{u:g}" for u in np.arange(lo + step, hi, step)[:3])
+        fix = f"add levels such as {extra}" if extra else "repeat them"
+        out.append(
+            f"70 % of the peak lies between {lo:g} and {hi:g} users, where the measured mean "
+            f"response time grows from {1e3 * r_lo:.3g} to {1e3 * r_hi:.3g} ms: the value "
+            f"compared there is interpolated across the knee ({fix})"
+        )
+    if min(by_level[lo]["reps"], by_level[hi]["reps"]) < 2:
+        out.append(
+            "the levels around 70 % of the peak were measured once: one window's noise near the "
+            "knee is 10-30 % of the response time (sweep.repetitions: 2 or 3 for a validation)"
+        )
+    return out
 
 
 def comparison_row(measured: dict[str, Any], p: Prediction) -> dict[str, Any]:
