@@ -173,7 +173,45 @@ def _solution(method: str, net: Network, prep: _Prepared, core: _Core, max_iter:
             f"(last relative change {core.change:.3g}); results are approximate"
         )
     extra = {"iterations": core.iterations, "converged": core.converged, "tolerance": core.tol}
-    return Solution(method, net, core.X[0], core.Q[0], notes=notes, extra=extra)
+    return Solution(
+        method,
+        net,
+        core.X[0],
+        core.Q[0],
+        notes=notes,
+        extra=extra,
+        queue_marginals=_rate_law_marginals(net, core.Q[0]),
+    )
+
+
+def _rate_law_marginals(net: Network, Q: np.ndarray) -> dict[str, np.ndarray]:
+    """P(n_k = j) at the stations with a rate law, for their busy share: the distribution of a
+    finite-source queue with all N jobs of the network, p(n) ~ N!/(N-n)! theta^n / prod alpha(j),
+    with theta set so that its mean is the fixed point's Q_k. Exact where the rest of the
+    network is a delay (the machine repairman) and the mean is right."""
+    out = {}
+    N = int(net.population.sum())
+    n = np.arange(N + 1)
+    for k in np.flatnonzero(net.has_rate_law):
+        base = gammaln(N + 1) - gammaln(N - n + 1)
+        base[1:] -= np.cumsum(np.log(net.alpha_at(k, n[1:])))
+        target = float(np.clip(Q[:, k].sum(), 0.0, N))
+
+        def law(t: float, base: np.ndarray = base) -> np.ndarray:
+            w = base + n * t
+            p = np.exp(w - w.max())
+            return p / p.sum()
+
+        lo, hi = -1.0, 1.0  # log theta, bracketed then bisected on the monotone mean
+        while n @ law(lo) > target and lo > -1e4:
+            lo *= 2
+        while n @ law(hi) < target and hi < 1e4:
+            hi *= 2
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if n @ law(mid) < target else (lo, mid)
+        out[net.station_names[k]] = law(0.5 * (lo + hi))
+    return out
 
 
 # ---- setup -------------------------------------------------------------------------------------

@@ -385,4 +385,6 @@ def solve(
         for k, name in enumerate(net.station_names)
     }
     extra = {"marginals": marginals, "states": joint.n_states, "residual": joint.residual}
-    return Solution("ctmc", net, X, Q, notes=net.product_form_notes(), extra=extra)
+    return Solution(
+        "ctmc", net, X, Q, notes=net.product_form_notes(), extra=extra, queue_marginals=marginals
+    )

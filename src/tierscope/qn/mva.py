@@ -35,13 +35,14 @@ def solve(net: Network, *, marginals: bool = False) -> Solution:
         return solve_open(net)
     if net.is_open.any():
         return _solve_mixed(net)
-    X, Q, p = _closed(net, net.demands, marginals=marginals)
-    extra = {}
-    if marginals:
-        extra["marginals_head"] = {
-            net.station_names[k]: p[k] for k in range(net.n_stations) if len(p[k])
-        }
-    return Solution("exact-mva", net, X, Q, notes=net.product_form_notes(), extra=extra)
+    # The recursion keeps the marginals of load-dependent stations anyway; stations with a rate
+    # law need them for their utilisation.
+    X, Q, p = _closed(net, net.demands, marginals=marginals or bool(net.has_rate_law.any()))
+    heads = {net.station_names[k]: p[k] for k in range(len(p)) if len(p[k])}
+    extra = {"marginals_head": heads} if marginals else {}
+    return Solution(
+        "exact-mva", net, X, Q, notes=net.product_form_notes(), extra=extra, queue_marginals=heads
+    )
 
 
 def _closed(

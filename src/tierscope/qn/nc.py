@@ -342,7 +342,9 @@ def solve(net: Network, *, max_lattice: int = DEFAULT_MAX_LATTICE) -> Solution:
             lat.total, weights=p, minlength=lat.total_max + 1
         )
     extra = {"log_G": log_gn, "marginals": marginals}
-    return Solution("nc", net, X, Q, notes=net.product_form_notes(), extra=extra)
+    return Solution(
+        "nc", net, X, Q, notes=net.product_form_notes(), extra=extra, queue_marginals=marginals
+    )
 
 
 def class_marginals(

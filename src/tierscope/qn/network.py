@@ -78,6 +78,18 @@ class Network:
             ]
         )
 
+    @property
+    def has_rate_law(self) -> np.ndarray:
+        """[M] True for queue stations whose rates are not those of plain servers (alpha(j) is
+        not min(j, m)): their utilisation, the mean share of servers busy, needs the
+        distribution of the number present, not the throughput alone."""
+        out = np.zeros(self.n_stations, dtype=bool)
+        for k, a in enumerate(self.alpha):
+            if not self.is_delay[k]:
+                j = np.arange(1, a.size + 1)
+                out[k] = not np.allclose(a, np.minimum(j, self.servers[k]), rtol=1e-12, atol=0)
+        return out
+
     def alpha_at(self, k: int, j: int | np.ndarray) -> np.ndarray:
         """alpha_k(j) for j >= 1 (the last multiplier repeats)."""
         a = self.alpha[k]

@@ -51,7 +51,12 @@ def solve(net: Network) -> Solution:
         )
     Q = open_queue_lengths(net, net.arrival_rate, np.ones(net.n_stations))
     notes = net.product_form_notes()
-    return Solution("open", net, net.arrival_rate.copy(), Q, notes=notes)
+    rho = net.arrival_rate @ net.demands
+    heads = {
+        net.station_names[k]: ld_station_mean(float(rho[k]), net.alpha[k])[1]
+        for k in np.flatnonzero(net.has_rate_law)
+    }
+    return Solution("open", net, net.arrival_rate.copy(), Q, notes=notes, queue_marginals=heads)
 
 
 def open_queue_lengths(net: Network, lam: np.ndarray, inflate: np.ndarray) -> np.ndarray:

@@ -3,12 +3,15 @@
 Design decision: a solver hands over only class throughputs X[c] and mean queue lengths Q[c, k];
 everything else (per-visit and residence times, station throughputs, utilisations, aggregates) is
 derived here with the operational laws. Little's law and the forced-flow law X_k = X * V_k then
-hold by construction for every method, and no solver can return inconsistent columns.
+hold by construction for every method, and no solver can return inconsistent columns. Solvers
+that know the queue-length distribution hand it over too: the utilisation of a station whose rate
+falls with the jobs present (a contention law) is the busy share it gives.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +42,10 @@ class Solution:
     # one their request began as, so a class entered only by switching has X_c = 0); visits are
     # then per request of the class's chain, and W_ck = Q_ck / T_ck.
     measured_station_throughput: np.ndarray | None = None
+    # P(n_k = j), j = 0, 1, ... (at least up to servers - 1) of the number of jobs at station k,
+    # by station name, where the solver knows it: the utilisation of a station with a rate law
+    # (has_rate_law) is then its mean share of busy servers, as the simulator measures it.
+    queue_marginals: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         self.throughput = np.asarray(self.throughput, dtype=float)
@@ -50,7 +57,31 @@ class Solution:
             capacity = np.array([a[-1] for a in net.alpha])
             busy = self.station_throughput_ck * net.service / capacity[None, :]
             self.utilization_ck = np.where(net.is_delay[None, :], self.queue_length_ck, busy)
+            if self.queue_marginals:
+                self._busy_share_at_rate_laws()
         self.utilization_ck = np.asarray(self.utilization_ck, dtype=float)
+
+    def _busy_share_at_rate_laws(self) -> None:
+        """Utilisation of stations with a rate law from their queue-length distribution.
+
+        With rates that fall as jobs are added (contention) X S / alpha(L) is not a busy share:
+        it exceeds 1 below saturation. The busy share is E[min(n, m)] / m, split over the
+        classes by their work at the station.
+        """
+        net, marginals = self.network, self.queue_marginals
+        assert marginals is not None and self.utilization_ck is not None
+        work = self.station_throughput_ck * net.service
+        for k in np.flatnonzero(net.has_rate_law):
+            p = marginals.get(net.station_names[k])
+            m = int(net.servers[k])
+            if p is None or (len(p) < m and not math.isclose(float(np.sum(p)), 1.0)):
+                continue  # not enough of the distribution known: keep X S / alpha(L)
+            head = np.zeros(m)
+            head[: min(m, len(p))] = np.asarray(p, dtype=float)[:m]
+            busy = float(np.arange(m) @ head + m * max(0.0, 1.0 - head.sum()))
+            total = work[:, k].sum()
+            share = work[:, k] / total if total > 0 else np.zeros(net.n_classes)
+            self.utilization_ck[:, k] = busy / m * share
 
     # ---- per class and station ---------------------------------------------------------------
     @property
