@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -58,6 +59,42 @@ def joined(result: LoadResult, srv: TestServer) -> pl.DataFrame:
     """The generator's requests joined with the server's log by request id."""
     log = srv.take_log()
     return result.requests.join(log, on="request_id", how="inner")
+
+
+def blocking_client_gaps(srv: TestServer, requests: int, think_s: float) -> np.ndarray:
+    """Client latency less the server's own time for each request of a minimal blocking client.
+
+    One keep-alive connection, a request, a blocking read of the whole response, an exponential
+    think time: the loopback round trip and the thread wake-ups of this machine, which every
+    client pays, with nothing of a load generator's machinery. The accuracy tests hold the
+    generator to their bound above this floor where the machine's floor alone exceeds it.
+    """
+    host, port = srv.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    rng = np.random.default_rng(3)
+    times: dict[str, tuple[float, float]] = {}
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(requests):
+            rid = f"floor-{i}"
+            head = f"GET / HTTP/1.1\r\nHost: {host}\r\nX-Request-Id: {rid}\r\n\r\n"
+            start = time.monotonic()
+            sock.sendall(head.encode())
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            header, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in header.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += sock.recv(65536)
+            times[rid] = (start, time.monotonic())
+            time.sleep(rng.exponential(think_s))
+    log = srv.take_log().filter(pl.col("request_id").is_in(list(times)))
+    client = np.array([times[r][1] - times[r][0] for r in log["request_id"]])
+    return client - (log["sent"] - log["received"]).to_numpy()
 
 
 def require(binary: str, package: str) -> str:

@@ -10,6 +10,14 @@ tail beyond is the operating system's thread wake-up on a shared machine (measur
 can control. On a virtual machine whose host is busy (CPU steal), even real-time threads wake
 late for seconds at a time; a latency run therefore gets up to three attempts, and one of them
 must meet every bound (on a quiet machine the first does).
+
+The gap between client and server times holds the loopback round trip and the wake-ups of the
+client's thread, which the bound takes as about 0.1 ms (the machines it was set on: 0.08-0.11
+ms median). Some virtual machines are slower: on one, a minimal blocking client in C had a gap
+of 0.23-0.31 ms median and 0.44-0.54 ms p95 (the generator 0.15/0.25 ms). When an attempt
+misses the bound, the test measures that floor with a minimal blocking client on the same
+server and holds the generator to the bound plus the floor's excess over 0.1 ms: it may add no
+more to the machine's own latency than it may on a machine with the assumed floor.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from tests.load.conftest import joined, run, workload
+from tests.load.conftest import blocking_client_gaps, joined, run, workload
 from tierscope.load import TestServer
 
 #: Acceptance bound: recorded latency within 0.2 ms of truth at low load.
@@ -41,10 +49,28 @@ def _gaps(server: TestServer, delay: object, think_s: float) -> tuple[np.ndarray
     return client, gap, result.summary
 
 
-def _within(gap: np.ndarray) -> bool:
-    # The median is bounded as tightly as the loopback floor allows: a round trip through the
-    # kernel costs about 0.1 ms of the gap on these machines (measured 0.08-0.11 ms median).
-    return bool(np.median(gap) < 0.75 * TOLERANCE_S and np.quantile(gap, 0.95) < TOLERANCE_S)
+#: Median gap of a round trip through the kernel that the bounds assume (see the module text).
+ASSUMED_FLOOR_S = 0.0001
+
+
+def _within(gap: np.ndarray, excess: float = 0.0) -> bool:
+    # The median is bounded as tightly as the loopback floor allows.
+    return bool(
+        np.median(gap) < 0.75 * TOLERANCE_S + excess
+        and np.quantile(gap, 0.95) < TOLERANCE_S + excess
+    )
+
+
+def _summary_within(gap: np.ndarray, truth: float, medians: list[float], excess: float) -> bool:
+    near = all(abs(m - truth) < TOLERANCE_S + excess for m in medians)
+    return _within(gap, excess) and near
+
+
+def _floor_excess(server: TestServer, think_s: float) -> float:
+    """How much this machine's floor (a minimal blocking client's median gap) exceeds the
+    assumed one, measured now, against the same server and delay."""
+    floor = blocking_client_gaps(server, 150, think_s)
+    return max(0.0, float(np.median(floor)) - ASSUMED_FLOOR_S)
 
 
 def test_latency_is_within_0_2_ms_of_the_server_truth(server: TestServer) -> None:
@@ -56,10 +82,17 @@ def test_latency_is_within_0_2_ms_of_the_server_truth(server: TestServer) -> Non
         truth = float(np.median(client - gap))
         medians = [summary["latency"]["p50"], summary["latency_uncorrected"]["p50"]]
         seen.append([*np.quantile(gap, [0.5, 0.95]).round(6).tolist(), round(truth, 6), medians])
-        if _within(gap) and all(abs(m - truth) < TOLERANCE_S for m in medians):
+        if _summary_within(gap, truth, medians, 0.0):
+            break
+        excess = _floor_excess(server, 0.02)
+        seen[-1].append({"floor_excess": round(excess, 6)})
+        if _summary_within(gap, truth, medians, excess):
             break
     else:
-        pytest.fail(f"gap (median, p95), server median, summary medians in every attempt: {seen}")
+        pytest.fail(
+            "gap (median, p95), server median, summary medians, floor's excess in every "
+            f"attempt: {seen}"
+        )
     # The server slept for its configured delay (its overshoot is the operating system's).
     assert truth == pytest.approx(0.010, abs=TOLERANCE_S)
 
@@ -71,8 +104,14 @@ def test_latency_tracks_a_distributed_delay(server: TestServer) -> None:
         seen.append(np.quantile(gap, [0.5, 0.95]).round(6).tolist())
         if _within(gap):
             break
+        excess = _floor_excess(server, 0.01)
+        seen[-1].append(round(excess, 6))
+        if _within(gap, excess):
+            break
     else:
-        pytest.fail(f"client − server latency (median, p95) in every attempt: {seen}")
+        pytest.fail(
+            f"client − server latency (median, p95), floor's excess in every attempt: {seen}"
+        )
     # Percentiles of a uniform delay on [2, 12] ms.
     lat = summary["latency_uncorrected"]
     assert lat["p50"] == pytest.approx(0.007, abs=0.0006)
