@@ -39,6 +39,10 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the random streams.")]
+ModelFileArg = Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")]
+RunDirArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")]
+MeasuredRunArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")]
 METHOD_NAMES = ("auto", "exact", "amva", "linearizer", "nc", "ctmc", "open", "bounds")
 
 
@@ -57,7 +61,7 @@ def version() -> None:
 
 @model_app.command("solve")
 def model_solve(
-    model_file: Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")],
+    model_file: ModelFileArg,
     method: Annotated[
         str,
         typer.Option(help="auto | exact | amva | linearizer | nc | ctmc | open | bounds"),
@@ -93,8 +97,8 @@ def model_solve(
 
 @model_app.command("simulate")
 def model_simulate(
-    model_file: Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")],
-    seed: Annotated[int, typer.Option(help="Seed of the random streams.")] = 1,
+    model_file: ModelFileArg,
+    seed: SeedOpt = 1,
     precision: Annotated[
         float, typer.Option(help="Target relative CI half-width of throughputs and times.")
     ] = 0.03,
@@ -328,7 +332,7 @@ OptionPairs = Annotated[
 
 @app.command()
 def analyze(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    run_dir: RunDirArg,
     margin: Annotated[
         float | None, typer.Option(help="Margin M when the run has no +1 node setup.")
     ] = None,
@@ -372,7 +376,7 @@ def analyze(
 
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    run_dir: RunDirArg,
     out_file: Annotated[
         Path | None,
         typer.Option("--out", metavar="FILE", help="HTML file (default RUN_DIR/report.html)."),
@@ -496,7 +500,7 @@ def load(
         list[str] | None,
         typer.Option(help="Server for relative workload URLs (repeat for several)."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random streams.")] = 1,
+    seed: SeedOpt = 1,
     priority: Annotated[
         str, typer.Option(help="Generator threads' CPU priority: realtime | high | normal.")
     ] = "realtime",
@@ -610,7 +614,6 @@ SetupOpt = Annotated[
 SolverOpt = Annotated[
     str, typer.Option(help="auto | quota-sim | mva: how the calibrated model is solved.")
 ]
-SeedOpt = Annotated[int, typer.Option(help="Seed of the random streams.")]
 
 
 @app.command()
@@ -684,7 +687,7 @@ def estimate(
 
 @app.command()
 def calibrate(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")],
+    run_dir: MeasuredRunArg,
     out_file: Annotated[
         Path | None,
         typer.Option(
@@ -727,7 +730,7 @@ def calibrate(
 
 @app.command()
 def whatif(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")],
+    run_dir: MeasuredRunArg,
     changes: Annotated[
         list[str] | None,
         typer.Option(
@@ -773,7 +776,7 @@ def whatif(
 
 @app.command()
 def plan(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")],
+    run_dir: MeasuredRunArg,
     slo: Annotated[str, typer.Option(help='Objective(s), e.g. "p95<0.5" or "mean<200ms,p99<1".')],
     prices: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Prices, SLA bands and search space (YAML).")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tierscope.experiment.cgroups import Hierarchy
+from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded.data import database_copy
 from tierscope.experiment.processes import Supervisor
 from tierscope.experiment.targets import CsvTail, Deployment, Node
@@ -52,6 +52,55 @@ def processes_for(spec: TierSpec) -> int:
     return max(1, math.ceil(spec.cpu)) if spec.cpu is not None else 1
 
 
+def node_cgroup(
+    hierarchy: Hierarchy | None, supervisor: Supervisor, name: str, spec: TierSpec
+) -> NodeCgroup | None:
+    """The node's cgroup with the tier's CPU quota, cpuset and memory limit (None: no cgroups)."""
+    if hierarchy is None:
+        return None
+    cgroup = hierarchy.node(name)
+    supervisor.note_cgroup(cgroup)
+    cgroup.set_cpu(spec.cpu)
+    if spec.cpuset:
+        cgroup.set_cpuset(spec.cpuset)
+    if spec.memory:
+        cgroup.set_memory(spec.memory)
+    return cgroup
+
+
+def spawn_tier_processes(
+    supervisor: Supervisor,
+    node: Node,
+    cfg: dict[str, Any],
+    workdir: Path,
+    count: int,
+    extra_files: dict[str, str] | None = None,
+) -> tuple[int, list[dict[str, Path]]]:
+    """Start ``count`` processes of the embedded ``node.tier`` server on one port (SO_REUSEPORT)
+    and register their process groups, gauges and request logs with ``node``. ``extra_files``:
+    more files per process, key -> suffix. Returns the port and each process's files."""
+    port = 0
+    started = []
+    for i in range(count):
+        label = f"{node.name}.p{i}"
+        suffixes = {"ready_file": "ready", "gauges": "gauges", "log": "csv", "io_file": "io"}
+        files = {
+            k: workdir / f"{label}.{v}" for k, v in {**suffixes, **(extra_files or {})}.items()
+        }
+        cfg_file = workdir / f"{label}.json"
+        cfg_file.write_text(
+            json.dumps({**cfg, **{k: str(v) for k, v in files.items()}, "port": port})
+        )
+        argv = [sys.executable, "-m", f"tierscope.experiment.embedded.{node.tier}", str(cfg_file)]
+        proc = supervisor.spawn(label, argv, node=node.cgroup)
+        port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
+        node.pgids.append(proc.pid)
+        node.gauges.append(files["gauges"])
+        node.request_sources.append(CsvTail(files["log"]))
+        started.append(files)
+    return port, started
+
+
 def start_embedded(
     system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
 ) -> Deployment:
@@ -62,15 +111,7 @@ def start_embedded(
         endpoints[tier] = []
         for r in range(1, system.replicas[tier] + 1):
             name = f"{tier}-{r}"
-            cgroup = None
-            if hierarchy is not None:
-                cgroup = hierarchy.node(name)
-                supervisor.note_cgroup(cgroup)
-                cgroup.set_cpu(spec.cpu)
-                if spec.cpuset:
-                    cgroup.set_cpuset(spec.cpuset)
-                if spec.memory:
-                    cgroup.set_memory(spec.memory)
+            cgroup = node_cgroup(hierarchy, supervisor, name, spec)
             node = Node(tier=tier, name=name, replica=r, cgroup=cgroup, quota=spec.cpu)
             cfg = tier_config(tier, spec)
             if tier == "db":
@@ -79,29 +120,7 @@ def start_embedded(
                 cfg["db"] = endpoints["db"]
             else:
                 cfg["app"] = endpoints["app"]
-            port = 0
-            for i in range(processes_for(spec)):
-                label = f"{name}.p{i}"
-                files = {
-                    "ready_file": workdir / f"{label}.ready",
-                    "gauges": workdir / f"{label}.gauges",
-                    "log": workdir / f"{label}.csv",
-                    "io_file": workdir / f"{label}.io",
-                }
-                proc_cfg = {**cfg, **{k: str(v) for k, v in files.items()}, "port": port}
-                cfg_file = workdir / f"{label}.json"
-                cfg_file.write_text(json.dumps(proc_cfg))
-                argv = [
-                    sys.executable,
-                    "-m",
-                    f"tierscope.experiment.embedded.{tier}",
-                    str(cfg_file),
-                ]
-                proc = supervisor.spawn(label, argv, node=cgroup)
-                port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
-                node.pgids.append(proc.pid)
-                node.gauges.append(files["gauges"])
-                node.request_sources.append(CsvTail(files["log"]))
+            port, _ = spawn_tier_processes(supervisor, node, cfg, workdir, processes_for(spec))
             endpoints[tier].append(("127.0.0.1", port))
             nodes.append(node)
     from tierscope.spec._load import load_yaml

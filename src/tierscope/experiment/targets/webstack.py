@@ -16,11 +16,9 @@ backends) and ``pg_stat_database`` (transactions, blocks read, tuples) sampled b
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import socket
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -32,7 +30,13 @@ from tierscope.errors import InputError
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.processes import StartError, Supervisor
 from tierscope.experiment.targets import CsvTail, Deployment, Node
-from tierscope.experiment.targets.embedded import WORKLOAD_FILE, processes_for, tier_config
+from tierscope.experiment.targets.embedded import (
+    WORKLOAD_FILE,
+    node_cgroup,
+    processes_for,
+    spawn_tier_processes,
+    tier_config,
+)
 from tierscope.spec.experiment import SystemSpec, TierSpec
 
 PG_BIN = Path(os.environ.get("TIERSCOPE_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -63,19 +67,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _node(hierarchy: Hierarchy | None, supervisor: Supervisor, name: str, spec: Any):
-    if hierarchy is None:
-        return None
-    cg = hierarchy.node(name)
-    supervisor.note_cgroup(cg)
-    cg.set_cpu(spec.cpu)
-    if spec.cpuset:
-        cg.set_cpuset(spec.cpuset)
-    if spec.memory:
-        cg.set_memory(spec.memory)
-    return cg
 
 
 def _check(system: SystemSpec) -> None:
@@ -274,7 +265,7 @@ def start_webstack(
 
     nodes: list[Node] = []
     db_spec = system.tier("db")
-    db_cg = _node(hierarchy, supervisor, "db-1", db_spec)
+    db_cg = node_cgroup(hierarchy, supervisor, "db-1", db_spec)
     dsn, pg = start_postgres(workdir, supervisor, db_cg, db_spec)
     seed_postgres(dsn, seed=system.seed)
     db = Node("db", "db-1", 1, db_cg, db_spec.cpu, pgids=[pg.pid])
@@ -286,30 +277,15 @@ def start_webstack(
     app_endpoints = []
     for r in range(1, system.replicas["app"] + 1):
         name = f"app-{r}"
-        cg = _node(hierarchy, supervisor, name, app_spec)
+        cg = node_cgroup(hierarchy, supervisor, name, app_spec)
         node = Node("app", name, r, cg, app_spec.cpu)
         cfg = tier_config("app", app_spec)
         cfg["postgres"] = dsn
-        port = 0
-        for i in range(processes_for(app_spec)):
-            label = f"{name}.p{i}"
-            files = {
-                "ready_file": workdir / f"{label}.ready",
-                "gauges": workdir / f"{label}.gauges",
-                "log": workdir / f"{label}.csv",
-                "db_log": workdir / f"{label}.db.csv",
-                "io_file": workdir / f"{label}.io",
-            }
-            pcfg = {**cfg, **{k: str(v) for k, v in files.items()}, "port": port}
-            cfg_file = workdir / f"{label}.json"
-            cfg_file.write_text(json.dumps(pcfg))
-            argv = [sys.executable, "-m", "tierscope.experiment.embedded.app", str(cfg_file)]
-            proc = supervisor.spawn(label, argv, node=cg)
-            port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
-            node.pgids.append(proc.pid)
-            node.gauges.append(files["gauges"])
-            node.request_sources.append(CsvTail(files["log"]))
-            db.request_sources.append(CsvTail(files["db_log"]))
+        extra = {"db_log": "db.csv"}
+        port, started = spawn_tier_processes(
+            supervisor, node, cfg, workdir, processes_for(app_spec), extra
+        )
+        db.request_sources.extend(CsvTail(files["db_log"]) for files in started)
         app_endpoints.append(port)
         nodes.append(node)
 
@@ -318,7 +294,7 @@ def start_webstack(
     www.mkdir(parents=True)
     (www / "logo.png").write_bytes(bytes(range(256)) * 16)
     (workdir / "nginx-tmp").mkdir()
-    web_cg = _node(hierarchy, supervisor, "web-1", web_spec)
+    web_cg = node_cgroup(hierarchy, supervisor, "web-1", web_spec)
     epoch_to_monotonic = time.monotonic() - time.time()
     for attempt in range(5):
         port = _free_port()
