@@ -72,8 +72,15 @@ def blocking_client_gaps(srv: TestServer, requests: int, think_s: float) -> np.n
     host, port = srv.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
     rng = np.random.default_rng(3)
     times: dict[str, tuple[float, float]] = {}
-    with socket.create_connection((host, int(port))) as sock:
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def more() -> bytes:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the test server closed the floor client's connection")
+            return chunk
+
         for i in range(requests):
             rid = f"floor-{i}"
             head = f"GET / HTTP/1.1\r\nHost: {host}\r\nX-Request-Id: {rid}\r\n\r\n"
@@ -81,7 +88,7 @@ def blocking_client_gaps(srv: TestServer, requests: int, think_s: float) -> np.n
             sock.sendall(head.encode())
             data = b""
             while b"\r\n\r\n" not in data:
-                data += sock.recv(65536)
+                data += more()
             header, _, body = data.partition(b"\r\n\r\n")
             length = next(
                 int(line.split(b":", 1)[1])
@@ -89,7 +96,7 @@ def blocking_client_gaps(srv: TestServer, requests: int, think_s: float) -> np.n
                 if line.lower().startswith(b"content-length:")
             )
             while len(body) < length:
-                body += sock.recv(65536)
+                body += more()
             times[rid] = (start, time.monotonic())
             time.sleep(rng.exponential(think_s))
     log = srv.take_log().filter(pl.col("request_id").is_in(list(times)))

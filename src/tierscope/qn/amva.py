@@ -192,8 +192,9 @@ def _rate_law_marginals(net: Network, Q: np.ndarray) -> dict[str, np.ndarray]:
     out = {}
     N = int(net.population.sum())
     n = np.arange(N + 1)
+    sources = gammaln(N + 1) - gammaln(N - n + 1)  # log N!/(N-n)!, the same at every station
     for k in np.flatnonzero(net.has_rate_law):
-        base = gammaln(N + 1) - gammaln(N - n + 1)
+        base = sources.copy()
         base[1:] -= np.cumsum(np.log(net.alpha_at(k, n[1:])))
         target = float(np.clip(Q[:, k].sum(), 0.0, N))
 
