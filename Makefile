@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: help demo test bench lint install rust-test clean
+.PHONY: help demo test bench soak lint install rust-test clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,11 +25,14 @@ rust-test: ## Unit tests of the pure-Rust modules
 	cargo test --quiet --manifest-path native/Cargo.toml --no-default-features
 
 test: install rust-test lint ## Build, install and run the whole test suite
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 bench: install ## Benchmarks vs the anchors (numpy baseline, LINE, SimPy, wrk); results in benchmarks/results/
 	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	$(BIN)/pytest -q -p no:cacheprovider benchmarks -s
+
+soak: install ## Timing and real-system tests 20 times in a row beside a CPU hog: pass rates
+	$(PY) -m tests.soak --runs $(or $(RUNS),20) --cargo
 
 lint: $(PY) ## ruff, cargo fmt --check, clippy
 	$(BIN)/ruff check src tests benchmarks examples

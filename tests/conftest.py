@@ -83,9 +83,27 @@ RUN_FIRST = ("tests/load/",)
 RUN_LAST = ("tests/learn/",)
 
 
+#: Tests whose assertions depend on timing or on processes of this host (marker ``timing``, as is
+#: every ``real_system`` test): each must pass 20 runs in a row beside a CPU hog before it lands
+#: (``make soak``).
+TIMING = (
+    "tests/load/",
+    "tests/experiment/",
+    "tests/analysis/test_runner_truth.py",
+    "tests/plan/test_real_system.py",
+    "tests/learn/test_real_corpus.py",
+    "tests/store/test_hostile_runs.py",
+    "tests/test_examples.py::test_example_output_matches[load_coordinated_omission]",
+    "tests/test_examples.py::test_example_output_matches[find_the_bottleneck]",
+)
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    for item in items:
+        if item.nodeid.startswith(TIMING) or item.get_closest_marker("real_system"):
+            item.add_marker(pytest.mark.timing)
     first = [i for i in items if i.nodeid.startswith(RUN_FIRST)]
     last = [i for i in items if i.nodeid.startswith(RUN_LAST)]
     last.sort(key=lambda i: "test_real_corpus" in i.nodeid)  # stable: file order otherwise

@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,11 +41,26 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-SeedOpt = Annotated[int, typer.Option(help="Seed of the random streams.")]
+SeedOpt = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the random streams.")]
 ModelFileArg = Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")]
 RunDirArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")]
 MeasuredRunArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")]
 METHOD_NAMES = ("auto", "exact", "amva", "linearizer", "nc", "ctmc", "open", "bounds")
+
+
+@contextmanager
+def _progress_bars(as_json: bool) -> Iterator[None]:
+    """Progress bars on stderr for the long work inside the block: on a terminal only, never
+    with ``--json``."""
+    from tierscope.progress import reporting
+
+    if as_json or not err.is_terminal:
+        yield
+        return
+    from tierscope.report.progress import ProgressBars
+
+    with ProgressBars(err) as bars, reporting(bars):
+        yield
 
 
 def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
@@ -138,12 +155,14 @@ def model_simulate(
         "window": window,
     }
     if trace is None:
-        result = simulate(model, **options)
+        with _progress_bars(as_json):
+            result = simulate(model, **options)
     else:
         from tierscope.store import record_simulation
 
         try:
-            result = record_simulation(model, trace, source=str(model_file), **options)
+            with _progress_bars(as_json):
+                result = record_simulation(model, trace, source=str(model_file), **options)
         except KeyboardInterrupt:
             err.print(f"interrupted: what was measured is kept in {trace} (partial)", markup=False)
             raise
@@ -436,7 +455,8 @@ def import_csv_command(
     from tierscope.report import terminal
     from tierscope.store import import_csv, read_run
 
-    path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
+    with _progress_bars(as_json):
+        path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
     run = read_run(path)
     doc = {
         "run_dir": str(path),
@@ -707,9 +727,15 @@ def calibrate(
     from tierscope.plan import _terminal
     from tierscope.plan import calibrate as run_calibrate
 
-    cal = run_calibrate(
-        _read_run(run_dir), setup=setup, window=window, solver=solver, duration=duration, seed=seed
-    )
+    with _progress_bars(as_json):
+        cal = run_calibrate(
+            _read_run(run_dir),
+            setup=setup,
+            window=window,
+            solver=solver,
+            duration=duration,
+            seed=seed,
+        )
     from tierscope.plan import model_vs_measurement
 
     target = out_file or run_dir / "model.yaml"
@@ -751,7 +777,8 @@ def whatif(
     from tierscope.plan import whatif as run_whatif
 
     run = _read_run(run_dir)
-    model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+    with _progress_bars(as_json):
+        model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
     chosen = setup or run.points["setup"][0]
     measured = {
         round(r["level"]): {
@@ -762,15 +789,16 @@ def whatif(
         for r in measured_levels(run, chosen).iter_rows(named=True)
     }
     users = _levels(levels) or sorted(measured)
-    result = run_whatif(
-        model,
-        changes or [],
-        users,
-        solver=solver,
-        duration=duration,
-        seed=seed,
-        measured={u: {"measured": m} for u, m in measured.items()},
-    )
+    with _progress_bars(as_json):
+        result = run_whatif(
+            model,
+            changes or [],
+            users,
+            solver=solver,
+            duration=duration,
+            seed=seed,
+            measured={u: {"measured": m} for u, m in measured.items()},
+        )
     _emit(result.to_dict(), as_json, lambda d: _terminal.whatif(d, run_dir.name))
 
 
@@ -804,20 +832,21 @@ def plan(
     objectives = parse_slo(slo)
     price_book = load_prices(prices) if prices is not None else Prices()
     run = _read_run(run_dir)
-    model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
     chosen = setup or run.points["setup"][0]
     users = _levels(levels) or [round(v) for v in measured_levels(run, chosen)["level"].to_list()]
-    plans = run_plan(
-        model,
-        users,
-        objectives,
-        price_book,
-        solver=solver,
-        duration=duration,
-        seed=seed,
-        margin=margin,
-        demand_margin=demand_margin,
-    )
+    with _progress_bars(as_json):
+        model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+        plans = run_plan(
+            model,
+            users,
+            objectives,
+            price_book,
+            solver=solver,
+            duration=duration,
+            seed=seed,
+            margin=margin,
+            demand_margin=demand_margin,
+        )
     doc = plan_document(model, plans, objectives, price_book, margin, demand_margin)
     _emit(doc, as_json, lambda d: _terminal.plan(d, run_dir.name))
 
@@ -972,10 +1001,10 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: {exc.format_message()}", markup=False)
         return int(exc.exit_code)
     except InputError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 2
     except TierscopeError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 1
     except BrokenPipeError:
         return 0

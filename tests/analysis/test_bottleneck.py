@@ -151,3 +151,32 @@ def test_simulated_capped_tiers(tmp_path: Path, demands: tuple, kind: str, tiers
     assert high["kind"] == kind
     assert {r["tier"] for r in high["resources"]} == tiers
     assert high["primary"]["tier"] in tiers and high["primary"]["resource"] == "cpu"
+
+
+def test_resources_are_ordered_by_role_primary_first() -> None:
+    # db cpu saturated; the app's worker and connection pools full because of it (push-back,
+    # more often full than the cpu itself); the host's cpu pressure high: readers take the
+    # first entry, so the primary comes first whatever the fractions and the names say.
+    rng = np.random.default_rng(3)
+    t = np.arange(0, STEADY, DT)
+    sec = np.floor(t).astype(int)
+    db_busy = rng.random(int(STEADY)) < 0.8
+    rows = [
+        ("db", "cpu_util", np.where(db_busy[sec], 0.99, 0.5)),
+        ("app", "pool_util", np.full(t.size, 1.0)),
+        ("app", "worker_util", np.full(t.size, 1.0)),
+        ("host", "psi_cpu_some", np.full(t.size, 0.9)),
+    ]
+    metrics = pl.concat(
+        pl.DataFrame(
+            {"t": t, "setup": "s0", "level": 10.0, "rep": 0, "tier": tier,
+             "node": f"{tier}-1", "metric": metric, "value": value}
+        )
+        for tier, metric, value in rows
+    )  # fmt: skip
+    opts = AnalysisOptions()
+    (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts)
+    order = [(r["tier"], r["resource"], r["role"]) for r in entry["resources"]]
+    assert entry["kind"] == "single" and entry["primary"]["tier"] == "db"
+    assert order[0] == ("db", "cpu", "bottleneck")
+    assert [role for *_, role in order] == ["bottleneck", "push-back", "push-back", "host"]

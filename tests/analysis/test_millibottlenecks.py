@@ -241,3 +241,32 @@ def test_an_idle_tier_is_not_taken_for_a_paused_one() -> None:
     ]
     assign_roots(episodes, ["client", "web", "app", "db"], 0.05, frozen)
     assert episodes[0]["root_tier"] == "app"
+
+
+def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:
+    """With nested records a paused app holds its requests, so web's queue may rise only as app
+    resumes and the burst arrives. An episode starting within two windows of app's resumption
+    is app's; one starting later has its own cause."""
+    from tierscope.analysis.millibottlenecks import assign_roots, frozen_stretches
+
+    t = np.round(np.arange(0.05, 10.0, 0.05), 2)
+    rows = []
+    for ti in t:
+        for tier in ("web", "app", "db"):
+            off = tier in ("app", "db") and 5.0 < ti <= 5.3
+            for metric in ("arrivals_s", "throughput_s"):
+                rows.append((ti, tier, f"{tier}-1", metric, 0.0 if off else 40.0))
+    metrics = pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
+    frozen = frozen_stretches(metrics, ["web", "app", "db"])
+    assert frozen["app"] == [(5.0, 5.3)]
+
+    def root(start: float) -> str:
+        episodes = [
+            {"tier": "web", "start": start, "end": start + 0.3, "duration": 0.3,
+             "kind": "millibottleneck"}
+        ]  # fmt: skip
+        assign_roots(episodes, ["client", "web", "app", "db"], 0.05, frozen)
+        return episodes[0]["root_tier"]
+
+    assert root(5.35) == "app"  # one window after the resumption
+    assert root(5.6) == "web"  # 0.3 s after: not the burst

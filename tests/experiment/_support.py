@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 
@@ -13,3 +14,42 @@ def require(what: str, install: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+#: X-Request-Id values as a hand-written client may send them (raw header bytes): CSV syntax,
+#: the log's own escape character, control characters, bytes that are not UTF-8, UTF-8, and
+#: one of 8,000 bytes (nginx takes header lines up to 8 KiB).
+ODD_IDS = [
+    b'a"b',
+    b"a,b",
+    b'"',
+    b'"quoted, with comma"',
+    b"x\ty",
+    b"%41",
+    b"100%",
+    b"\xff\xfe\x80",
+    b"\xc3\xa9t\xc3\xa9",
+    b"a\x0bb\x00c",
+    b"new\nline",
+    b"back\\slash",
+    b"L" * 8000,
+]
+
+
+def as_recorded(raw: bytes) -> str:
+    """What every tier must record: the header's bytes as Latin-1 text (HTTP's own reading)."""
+    return raw.decode("latin-1")
+
+
+def send(url: str, rid: bytes, path: bytes = b"/story?id=3") -> bytes:
+    """One request with ``rid`` as raw X-Request-Id bytes; returns the status line."""
+    host, port = url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(
+            b"GET " + path + b" HTTP/1.1\r\nHost: t\r\nX-Request-Id: " + rid
+            + b"\r\nConnection: close\r\n\r\n"
+        )  # fmt: skip
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return data.split(b"\r\n", 1)[0]

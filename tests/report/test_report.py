@@ -63,6 +63,7 @@ def test_report_is_self_contained_and_complete(twin_report: Path) -> None:
         "vlrt",
         "indicator_sets",
         "tier_loads",
+        "episode_groups",
     ):
         assert key in page
 
@@ -144,3 +145,18 @@ def test_metrics_only_report(tmp_path: Path) -> None:
     (episode,) = doc["episodes"]
     assert (episode["tier"], episode["kind"]) == ("db", "saturation")
     assert episode["start"] == pytest.approx(5.0) and episode["end"] == pytest.approx(15.0)
+
+
+def test_names_from_the_run_are_text_in_the_figures(tmp_path: Path) -> None:
+    # plotly renders a subset of HTML in titles, legends, axes and cell text: a setup named
+    # like a link must show as that text, not become a live link
+    evil = '<a href="https://evil.example/">s0</a>'
+    model = load_model(ROOT / "examples" / "models" / "three-tier-web.yaml")
+    run = tmp_path / "run"
+    record_simulated_sweep({evil: model}, run, levels=[5, 40], steady=4, ramp_up=1)
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert page.count("evil.example") >= 3  # the title, the legend, the maps' axes
+    for m in re.finditer("evil.example", page):
+        before = page[max(0, m.start() - 40) : m.start()]
+        assert "&lt;a href=" in before or "&amp;lt;a href=" in before, before

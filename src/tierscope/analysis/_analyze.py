@@ -3,7 +3,7 @@
 Design decision: every section reads the same steady windows (from ``points.parquet``, else
 from the setup/level/rep columns of the metrics or requests) and the same tier order, computed
 once here; the sections never read each other's internals, only the saturation labels flow on
-to the bottleneck and indicator sections.
+to the bottleneck and indicator sections, and the bottleneck primaries on to the episode groups.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from tierscope.analysis import bottleneck, indicators, millibottlenecks, saturation
+from tierscope.analysis import episodes as episode_groups
 from tierscope.analysis._windows import in_steady_windows
 from tierscope.errors import InputError
 from tierscope.spec.analysis import AnalysisDocument, AnalysisOptions
@@ -216,7 +217,9 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     else:
         indicator_list, sets = [], []
 
-    episodes, loads, vlrt = _episodes(run, requests, metrics, tiers, options)
+    episodes, groups, loads, vlrt = _episodes(
+        run, requests, metrics, tiers, options, windows, bottlenecks
+    )
     if requests is None and metrics is not None:
         notes.append("no request records: episodes are resource-saturation episodes from metrics")
 
@@ -226,6 +229,7 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
         "indicators": indicator_list,
         "episodes": episodes,
         "vlrt": vlrt,
+        "episode_groups": groups,
         "indicator_sets": sets,
         "tier_loads": loads,
         "tiers": tiers,
@@ -246,7 +250,9 @@ def _episodes(
     metrics: pl.DataFrame | None,
     tiers: list[str],
     options: AnalysisOptions,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    windows: pl.DataFrame,
+    bottlenecks: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     loads: list[dict[str, Any]] = []
     vlrt_tier = None
     count = explained = 0
@@ -266,18 +272,29 @@ def _episodes(
         nested=run.info.get("kind") not in ("simulation", "simulated-sweep"),
     )
     millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen)
-    millibottlenecks.place(episodes, millibottlenecks.spans_of(run.events, run.points))
+    # the steady windows stand in for the phases of imported data, so episodes keep their setup
+    spans = millibottlenecks.spans_of(run.events, windows)
+    millibottlenecks.place(episodes, spans)
+    front_times = None
     if requests is not None:
         present = set(requests["tier"].unique().to_list())
         vlrt_tier = CLIENT if CLIENT in present else next((t for t in tiers if t in present), None)
         front = requests.filter(pl.col("tier") == vlrt_tier)
-        count, explained = millibottlenecks.vlrt_links(
-            front["start"].to_numpy(), front["end"].to_numpy(), episodes, options.vlrt_s
-        )
+        front_times = (front["start"].to_numpy(), front["end"].to_numpy())
+        count, explained = millibottlenecks.vlrt_links(*front_times, episodes, options.vlrt_s)
     else:
         for ep in episodes:
             ep["vlrt_requests"] = 0
     episodes.sort(key=lambda e: (e["start"], tiers.index(e["tier"]) if e["tier"] in tiers else 0))
+    groups = episode_groups.group_episodes(
+        episodes,
+        tiers,
+        spans,
+        options.mb_window_s,
+        front_times,
+        options.vlrt_s,
+        episode_groups.bottleneck_levels(bottlenecks),
+    )
     vlrt = {
         "threshold_s": options.vlrt_s,
         "count": count,
@@ -285,4 +302,4 @@ def _episodes(
         "explained_fraction": explained / count if count else None,
         "tier": vlrt_tier,
     }
-    return episodes, loads, vlrt
+    return episodes, groups, loads, vlrt

@@ -33,6 +33,11 @@ Queues that keep growing through a steady window (``queue_length``; see :func:`q
 are listed with each level as evidence of an unstable tier. Host-level resources (tier
 ``host``: pressure) are reported but do not make a level concurrent: they describe the
 machine, not a tier.
+
+Each level's ``resources`` list is ordered by role, so that a reader taking the first entry
+takes the bottleneck: the primary first, then the other bottlenecks, the load generator's
+resources (role ``client``), push-back, and the host's (role ``host``); by saturated fraction
+within a role.
 """
 
 from __future__ import annotations
@@ -56,6 +61,19 @@ GROWTH_MIN_FRACTION = 0.5
 
 CLIENT = "client"
 HOST = "host"
+#: Order of ``resources`` in a level's entry: bottlenecks (the primary first), the load
+#: generator's resources, push-back (soft resources full because of a bottleneck), the host's.
+ROLE_ORDER = {"bottleneck": 0, "client": 1, "push-back": 2, "host": 3}
+
+
+def _role(tier: str, pushed: bool) -> str:
+    if tier == CLIENT:
+        return "client"
+    if tier == HOST:
+        return "host"
+    return "push-back" if pushed else "bottleneck"
+
+
 HARDWARE = ("cpu", "disk")
 SOFT = ("workers", "pool")
 #: Request flow of the multi-tier systems tierscope runs (upstream first).
@@ -320,13 +338,12 @@ def _classify(
             "resource": res,
             "saturation_fraction": float(f[i]),
             "state": "full" if f[i] >= options.full_min else "partial",
-            "role": "push-back" if i in pushed else "bottleneck",
+            "role": _role(tier, i in pushed),
             "mean_utilization": float(np.mean(values[i])) if values[i] else None,
         }
 
     client = [i for i in bottleneck if resources[i][0] == CLIENT]
     host = [i for i in bottleneck if resources[i][0] == HOST]
-    docs = [resource_doc(i) for i in sorted(bottleneck, key=lambda i: (-f[i], resources[i]))]
     name = {i: "/".join(resources[i]) for i in range(len(resources))}
 
     pairs: list[dict[str, Any]] = []
@@ -339,14 +356,23 @@ def _classify(
             pairs.append({"a": name[i], "b": name[j], **dep, "relation": rel})
 
     top_server = max((f[i] for i in server), default=0.0)
-    base = {
-        "setup": key[0],
-        "level": key[1],
-        "label": label,
-        "windows": T,
-        "resources": docs,
-        "pairs": pairs,
-    }
+
+    def base(primary: int | None) -> dict[str, Any]:
+        # readers take the first entry: the primary, the other bottlenecks, then the resources
+        # that are full only because of them (push-back), then the host's
+        def order(i: int) -> tuple[int, int, float, tuple[str, str, str]]:
+            rank = ROLE_ORDER[_role(resources[i][0], i in pushed)]
+            return (i != primary, rank, -f[i], resources[i])
+
+        return {
+            "setup": key[0],
+            "level": key[1],
+            "label": label,
+            "windows": T,
+            "resources": [resource_doc(i) for i in sorted(bottleneck, key=order)],
+            "pairs": pairs,
+        }
+
     host_note = ""
     if pushed:
         host_note += "; push-back (full because a hardware resource downstream is): " + ", ".join(
@@ -356,7 +382,7 @@ def _classify(
         host_note += "; host " + ", ".join(f"{name[i]} {f[i]:.0%}" for i in host)
     if client and max(f[i] for i in client) >= top_server:
         top = max(client, key=lambda i: f[i])
-        return base | {
+        return base(top) | {
             "kind": "client",
             "pattern": "client",
             "primary": resource_doc(top),
@@ -370,7 +396,7 @@ def _classify(
     if not server:
         quiet = max(range(len(resources)), key=lambda i: f[i], default=None)
         most = "" if quiet is None else f"; most saturated: {name[quiet]} {f[quiet]:.0%}"
-        return base | {
+        return base(None) | {
             "kind": "none",
             "pattern": "none",
             "primary": None,
@@ -382,7 +408,7 @@ def _classify(
         }
     if len(server) == 1:
         i = server[0]
-        return base | {
+        return base(i) | {
             "kind": "single",
             "pattern": "single",
             "primary": resource_doc(i),
@@ -425,7 +451,7 @@ def _classify(
         osc = "; oscillating groups: " + ", ".join(
             "{" + ", ".join(name[i] for i in g) + "}" for g in oscillating
         )
-    return base | {
+    return base(lead) | {
         "kind": kind,
         "pattern": pattern,
         "primary": resource_doc(lead),

@@ -19,7 +19,9 @@ __all__ = [
     "PATTERNS",
     "Stall",
     "chain_requests",
+    "chain_sweep",
     "indicator_curve",
+    "indicator_setups",
     "saturation_series",
     "sweep_labels",
 ]
@@ -239,3 +241,120 @@ def indicator_curve(
     else:
         raise ValueError(f"unknown pattern {pattern!r}")
     return y + rng.normal(0.0, noise, levels)
+
+
+def chain_sweep(
+    rates: Mapping[float, float],
+    length: float,
+    service: Mapping[str, float],
+    *,
+    stalls: Mapping[float, Sequence[Stall]] | None = None,
+    gap: float = 3.0,
+    nested: bool = True,
+    seed: int = 0,
+    setup: str = "s0",
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A sweep of :func:`chain_requests` levels run one after the other: level ``lv`` is a
+    Poisson stream of ``rates[lv]`` per second for ``length`` seconds, the next one starts
+    ``gap`` seconds after it. ``stalls[lv]`` are planted in that level, their starts counted
+    from the level's own start (as the runner schedules faults).
+
+    Returns (requests, points): the records on the run's time base, and one row per level with
+    its window and end-to-end throughput (``setup, level, rep, t_start, t_end, throughput``:
+    client records completed in the window per second), as ``points.parquet`` has them.
+    """
+    frames = []
+    rows = []
+    t0 = 0.0
+    for k, (level, rate) in enumerate(rates.items()):
+        planted = (stalls or {}).get(level, ())
+        n = max(1, round(rate * length))
+        req = chain_requests(
+            n,
+            rate,
+            service,
+            stalls=planted,
+            nested=nested,
+            seed=seed + k,
+            setup=setup,
+            level=float(level),
+        )
+        frames.append(
+            req.with_columns(
+                pl.col("start") + t0,
+                pl.col("end") + t0,
+                pl.concat_str(pl.lit(f"{level:g}/"), pl.col("request_id")),
+            )
+        )
+        done = req.filter((pl.col("tier") == "client") & (pl.col("end") < length)).height
+        rows.append((setup, float(level), 0, t0, t0 + length, done / length))
+        t0 += length + gap
+    points = pl.DataFrame(
+        rows,
+        schema={
+            "setup": pl.String,
+            "level": pl.Float64,
+            "rep": pl.Int64,
+            "t_start": pl.Float64,
+            "t_end": pl.Float64,
+            "throughput": pl.Float64,
+        },
+        orient="row",
+    )
+    return pl.concat(frames), points
+
+
+def indicator_setups(
+    plan: Mapping[str, Mapping[str, tuple[str, str | None]]],
+    levels: Sequence[float],
+    shifts: Mapping[str, tuple[int, int]],
+    *,
+    noise: float = 0.02,
+    seed: int = 0,
+) -> tuple[pl.DataFrame, list[dict[str, object]]]:
+    """Several setups' metric curves with planted shapes and senses, for the indicator rules.
+
+    ``plan[metric][setup] = (pattern, sense)``: the metric follows ``pattern`` of
+    :data:`PATTERNS` in that setup, oriented so that its server-bound values lie above
+    (``"up"``) or below (``"down"``) its client-bound ones (None: as drawn). ``shifts[setup] =
+    (first_gray, first_server)`` level indices. Returns (levels, saturation): one row per
+    (setup, level, metric) as ``indicators.metric_levels`` gives them (the tier is the part of
+    the name before the dot) and one saturation entry per setup with its labels.
+    """
+    rows = []
+    rng = np.random.default_rng(seed)
+    k = len(levels)
+    for m, (name, per_setup) in enumerate(sorted(plan.items())):
+        for setup, (pattern, sense) in sorted(per_setup.items()):
+            g, s = shifts[setup]
+            y = indicator_curve(pattern, k, g, s, noise=0.0, seed=seed * 7919 + m)
+            low = y[: g or s].mean()
+            if sense is not None and (y[s:].mean() > low) != (sense == "up"):
+                y = -y
+            y = y + rng.normal(0.0, noise, k)
+            rows += [
+                (setup, float(lv), name, name.split(".")[0], float(v))
+                for lv, v in zip(levels, y, strict=True)
+            ]
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "setup": pl.String,
+            "level": pl.Float64,
+            "name": pl.String,
+            "tier": pl.String,
+            "value": pl.Float64,
+        },
+        orient="row",
+    )
+    saturation: list[dict[str, object]] = [
+        {
+            "setup": setup,
+            "curve": [
+                {"level": float(lv), "label": lab}
+                for lv, lab in zip(levels, sweep_labels(k, g, s), strict=True)
+            ],
+        }
+        for setup, (g, s) in sorted(shifts.items())
+    ]
+    return frame, saturation

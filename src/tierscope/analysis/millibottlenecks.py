@@ -494,8 +494,9 @@ def assign_roots(
     The root is the deepest tier among the first to rise (push-back: every tier in front of the
     culprit fills up at once). A paused tier cannot record the requests waiting for it, so its
     own queue rises only after it resumes; when ``frozen`` (from :func:`frozen_stretches`) shows
-    a tier that accepted and completed nothing for ``min_frozen_s`` or more at the incident's
-    start while the tiers in front of it kept accepting, that tier is the root.
+    a tier that accepted and completed nothing for ``min_frozen_s`` or more at an episode's
+    start (or until two windows before it: the episode is then the burst of requests it held
+    back) while the tiers in front of it kept accepting, that tier is the root.
     """
     depth = {t: i for i, t in enumerate(tiers)}
     order = sorted(
@@ -532,7 +533,10 @@ def assign_roots(
         for i in group:
             # Judged per episode: a stall may begin inside another tier's ongoing episode (a
             # database saturating when the application server freezes) and is its own cause.
-            paused = _paused_tier(frozen or {}, tiers, episodes[i]["start"], min_frozen_s)
+            # resumed within a sample and a window before: the burst of held-back requests
+            paused = _paused_tier(
+                frozen or {}, tiers, episodes[i]["start"], min_frozen_s, 2.0 * tie_s
+            )
             episodes[i]["incident"] = incident
             episodes[i]["root_tier"] = paused[0] if paused else root_tier
             episodes[i]["onset_order"] = onset
@@ -545,9 +549,12 @@ def _paused_tier(
     tiers: Sequence[str],
     first: float,
     min_frozen_s: float,
+    resumed_s: float = 0.0,
 ) -> tuple[str, float, float] | None:
     """The tier that froze first, for ``min_frozen_s`` or more, in the half second before
-    ``first`` (an episode's start) or just after it; ties go to the shallowest tier.
+    ``first`` (an episode's start) or just after it, and was still frozen at ``first`` or had
+    resumed at most ``resumed_s`` before (the episode is then the burst of requests it held
+    back); ties go to the shallowest tier.
 
     The paused tier freezes first. The others follow: the tiers behind it receive nothing at
     once (the same sample, hence the tie rule), and in a closed system the tiers in front of it
@@ -557,7 +564,9 @@ def _paused_tier(
         (a, depth[tier], tier, b)
         for tier in tiers
         for a, b in frozen.get(tier, [])
-        if b - a >= min_frozen_s - 1e-9 and first - 0.5 <= a <= first + 0.2 and first <= b
+        if b - a >= min_frozen_s - 1e-9
+        and first - 0.5 <= a <= first + 0.2
+        and first <= b + resumed_s + 1e-9
     ]
     if not found:
         return None

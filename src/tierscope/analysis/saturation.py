@@ -277,7 +277,19 @@ def analyze_saturation(
     for col in ("setup", "level", "throughput"):
         if col not in points.columns:
             raise InputError(f"points.{col}", None, "a column of points.parquet")
-    points = points.filter(pl.col("throughput").is_not_null() & pl.col("level").is_not_null())
+    # A level without a finite throughput (NaN from a level that completed no request, or an
+    # imported gap) says nothing about saturation: skipped, and said so in the entry's notes.
+    usable = pl.col("throughput").is_finite().fill_null(False) & pl.col(
+        "level"
+    ).is_finite().fill_null(False)
+    skipped = {
+        str(setup): levels
+        for setup, levels in points.filter(~usable)
+        .group_by("setup")
+        .agg(pl.col("level"))
+        .iter_rows()
+    }
+    points = points.filter(usable)
     if "rep" not in points.columns:
         points = points.with_columns(pl.lit(0, pl.Int64).alias("rep"))
     setups = sorted(points["setup"].unique().to_list())
@@ -319,11 +331,16 @@ def analyze_saturation(
     out = []
     for setup, curve in curves.items():
         m, m_source, m_range = margins[setup]
-        out.append(
-            _saturation_entry(
-                curve, m, m_source, m_range, options, open_mode, slo_satisfaction or {}
-            )
+        entry = _saturation_entry(
+            curve, m, m_source, m_range, options, open_mode, slo_satisfaction or {}
         )
+        if setup in skipped:
+            levels = ", ".join(f"{v:g}" for v in skipped[setup] if v is not None)
+            entry["notes"].append(
+                f"{len(skipped[setup])} point(s) without a finite throughput or level skipped"
+                + (f" (levels {levels})" if levels else "")
+            )
+        out.append(entry)
     return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tierscope.errors import InputError
+from tierscope.progress import tracked
 from tierscope.spec.experiment import ExperimentSpec, TierSpec, parse_experiment, setup_specs
 from tierscope.spec.model import Model, parse_model
 
@@ -354,7 +355,8 @@ def predict(
     """Throughput, response times and utilisations of ``model`` at each number of users."""
     method, _ = choose_solver(model, solver)
     out = []
-    for users in levels:
+    stage = f"predicting {len(levels)} levels ({method})"
+    for users in tracked(levels, stage) if len(levels) > 1 else levels:
         if users < 1:
             raise InputError("levels", users, "numbers of users >= 1")
         if method == "mva":

@@ -2,8 +2,10 @@
 
 Started with its stdin on a pipe from the runner and in its own session; it blocks until the
 pipe closes, then reads the state file (one JSON object per line: ``{"pgid": N}``,
-``{"cgroups": [paths]}``, ``{"dir": path}``) and kills, removes and deletes whatever is still
-there. Everything it does is idempotent, so a normal end (nothing left) costs nothing.
+``{"cgroups": [paths]}``, ``{"dir": path}``, ``{"lock": path}``) and kills, removes and deletes
+whatever is still there, the run's lock file last (it holds the run's lock, see
+:mod:`.leftovers`, until it exits). Everything it does is idempotent, so a normal end (nothing
+left) costs nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def clean(state_file: Path) -> None:
     for e in entries:
         if "dir" in e and e.get("remove", True):
             shutil.rmtree(e["dir"], ignore_errors=True)
+    for e in entries:
+        if "lock" in e:
+            with contextlib.suppress(OSError):
+                os.unlink(e["lock"])
 
 
 def main() -> None:

@@ -144,9 +144,9 @@ class FaultScheduler:
         hogs = []
         for t in targets:
             for _ in range(math.ceil(spec.cores)):
-                argv = [sys.executable, "-c", HOG_CODE]
+                argv = [sys.executable, "-I", "-c", HOG_CODE]  # -I: nothing from the cwd
                 cmd = t.cgroup.wrap(argv) if t.cgroup is not None else argv
-                p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
+                p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True, cwd="/")
                 hogs.append(p)
         with self._lock:
             self._hogs.extend(hogs)

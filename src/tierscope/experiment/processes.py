@@ -6,11 +6,16 @@ Design decisions:
   when there is one, so stopping it stops everything it forked (nginx workers, PostgreSQL
   backends) — by process group and by cgroup membership.
 * A run never leaves processes behind, even when the runner is SIGKILLed: a small **reaper**
-  process (``python -m tierscope.experiment._reaper``) is started first, in a session of its own,
+  process (module ``tierscope.experiment._reaper``) is started first, in a session of its own,
   holding the read end of a pipe. It learns what to clean (process groups, cgroups, temporary
   folders) from a state file the supervisor appends to *before* each resource is created; when
   the pipe closes — normal end, crash or kill — it cleans whatever is still there. On a normal
   end the supervisor has already stopped everything and the reaper finds nothing to do.
+* **Nothing of the caller's working directory runs in a tier.** Python processes start as
+  ``python -I`` (:func:`python_argv`: no current directory on the import path, no ``PYTHON*``
+  variables) with the runner's own import path less the folder Python added for the caller, and
+  every process runs in the run's scratch folder; a ``json.py`` where ``tierscope`` was started
+  is never imported by a tier that runs as root.
 """
 
 from __future__ import annotations
@@ -28,6 +33,33 @@ from typing import IO, Any
 
 from tierscope.errors import TierscopeError
 from tierscope.experiment.cgroups import NodeCgroup
+from tierscope.experiment.leftovers import RunClaim
+
+#: ``python -I -c`` code: set the import path from argv[1] (JSON), run the module in argv[2] as
+#: ``__main__`` with the remaining arguments.
+_BOOT = (
+    "import json,runpy,sys;sys.argv.pop(0);sys.path[:]=json.loads(sys.argv.pop(0));"
+    "runpy.run_module(sys.argv[0],run_name='__main__',alter_sys=True)"
+)
+
+
+def import_path() -> list[str]:
+    """This process's import path less the working directory (``''`` or its path, which Python
+    puts first for ``-m``, ``-c`` and the REPL): where a tier may import from."""
+    try:
+        cwd = {os.getcwd(), os.path.realpath(os.getcwd())}
+    except OSError:
+        cwd = set()
+    return [
+        p
+        for p in sys.path
+        if p and os.path.isabs(p) and p not in cwd and os.path.realpath(p) not in cwd
+    ]
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    """``python -m module args`` isolated (``-I``) but importing what the runner imports."""
+    return [sys.executable, "-I", "-c", _BOOT, json.dumps(import_path()), module, *args]
 
 
 class StartError(TierscopeError):
@@ -45,9 +77,10 @@ def _tail(path: Path, lines: int = 12) -> str:
 class Supervisor:
     """Owns every process and cgroup of a run and the reaper that guards them."""
 
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.state_file = workdir / "reaper.state"
+    def __init__(self, workdir: Path, claim: RunClaim | None = None) -> None:
+        self.workdir = workdir.resolve()
+        self.claim = claim
+        self.state_file = self.workdir / "reaper.state"
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
         self._reaper: subprocess.Popen[bytes] | None = None
         self._pipe: IO[bytes] | None = None
@@ -55,13 +88,20 @@ class Supervisor:
     # ---- reaper ----------------------------------------------------------------------------
     def start_reaper(self, *, extra: dict[str, Any] | None = None) -> None:
         self._note({"dir": str(self.workdir), **(extra or {})})
+        keep: tuple[int, ...] = ()
+        if self.claim is not None and self.claim.fd is not None:
+            # The reaper shares the run's lock: the run counts as alive until it is done.
+            self._note({"lock": str(self.claim.path)})
+            keep = (self.claim.fd,)
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "tierscope.experiment._reaper", str(self.state_file)],
+            python_argv("tierscope.experiment._reaper", str(self.state_file)),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
+            pass_fds=keep,
+            cwd="/",
         )
         self._pipe = self._reaper.stdin
 
@@ -87,7 +127,8 @@ class Supervisor:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start ``argv`` in its own session (and in ``node``); output goes to ``name.log``."""
+        """Start ``argv`` in its own session (and in ``node``) in ``cwd`` (default: the run's
+        scratch folder); output goes to ``name.log``."""
         log = self.workdir / f"{name}.log"
         cmd = node.wrap(list(argv)) if node is not None else list(argv)
         with open(log, "ab") as out:
@@ -99,7 +140,7 @@ class Supervisor:
                 start_new_session=True,
                 close_fds=True,
                 env=env,
-                cwd=cwd,
+                cwd=cwd if cwd is not None else self.workdir,
             )
         self._note({"pgid": proc.pid})
         self.procs.append((name, proc, log))

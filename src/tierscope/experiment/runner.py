@@ -36,10 +36,11 @@ import polars as pl
 from tierscope.errors import InputError
 from tierscope.experiment.cgroups import CgroupUnavailableError, Hierarchy, open_hierarchy
 from tierscope.experiment.faults import FaultScheduler, FaultTarget, Occurrence
+from tierscope.experiment.leftovers import Removed, RunClaim, claim_run
 from tierscope.experiment.monitor import Monitor, NodeProbe
 from tierscope.experiment.processes import Supervisor
-from tierscope.experiment.targets import Deployment, deployed_as, start_system
-from tierscope.spec.experiment import ExperimentSpec, setup_specs
+from tierscope.experiment.targets import Deployment, deployed_as, skipped_records, start_system
+from tierscope.spec.experiment import ExperimentSpec, check_host, setup_specs
 from tierscope.store import RunWriter
 
 Progress = Callable[[dict[str, Any]], None]
@@ -92,13 +93,23 @@ class Runner:
         self.monitor_stats: list[dict[str, Any]] = []
         self.t0 = 0.0
         self.supervisor: Supervisor | None = None
+        #: Said about the run as a whole (e.g. leftovers of killed runs removed), in the summary.
+        self.notes: list[str] = []
 
     # ---- the whole run -------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         import tierscope.load  # noqa: F401  (fail before deploying anything if it is missing)
 
         run_id = uuid.uuid4().hex[:8]
-        hierarchy = self._cgroups(run_id)
+        # What killed runs left behind goes first; this run's lock is held until its end.
+        with claim_run(run_id) as claim:
+            return self._run(run_id, claim)
+
+    def _run(self, run_id: str, claim: RunClaim) -> dict[str, Any]:
+        for setup in self.setups.values():  # limits the host cannot honour, named by field
+            check_host(setup, source=self.source)
+        # The run folder is claimed (atomically) before anything is made, so a refused --out
+        # leaves no cgroup behind.
         writer = RunWriter.create(
             self.out_dir,
             kind="experiment",
@@ -107,8 +118,13 @@ class Runner:
             # run_id names the run's cgroups and scratch folder (tierscope-RUN_ID), for post-mortems
             options={"source": self.source, "setups": list(self.setups), "run_id": run_id},
         )
+        try:
+            hierarchy = self._cgroups(run_id)
+        except BaseException:
+            writer.discard()
+            raise
         workdir = Path(tempfile.mkdtemp(prefix=f"tierscope-{run_id}-"))
-        supervisor = self.supervisor = Supervisor(workdir)
+        supervisor = self.supervisor = Supervisor(workdir, claim)
         supervisor.start_reaper()
         if hierarchy is not None:
             supervisor.note_paths(*hierarchy.roots.values())
@@ -117,6 +133,7 @@ class Runner:
         writer.info["time_base"] = "seconds since the run's start (CLOCK_MONOTONIC)"
         try:
             with writer:
+                self._report_leftovers(claim.removed, writer)
                 ctx = _RunContext(writer, supervisor, hierarchy)
                 if self.spec.sweep.interleave:
                     self._run_in_turn(self.setups, workdir, ctx)
@@ -153,6 +170,16 @@ class Runner:
                     source=self.source,
                 ) from None
             return None
+
+    def _report_leftovers(self, removed: list[Removed], writer: RunWriter) -> None:
+        """Say what was removed of killed runs: events (kind ``cleanup``), summary, progress."""
+        t = time.monotonic()
+        rows = [(t, t, "cleanup", "", r.detail()) for r in removed]
+        if rows:
+            writer.append("events", events_frame(rows, self.t0))
+        for r in removed:
+            self.notes.append(r.message())
+            self.progress({"event": "cleanup", "message": r.message()})
 
     # ---- setups on one deployment ---------------------------------------------------------------
     def _run_in_turn(
@@ -274,7 +301,7 @@ class Runner:
         return {
             "run_dir": str(self.out_dir),
             "points": points,
-            "warnings": [w for o in self.outcomes for w in o.warnings],
+            "warnings": [*self.notes, *(w for o in self.outcomes for w in o.warnings)],
             "monitor": self.monitor_stats,
         }
 
@@ -321,6 +348,7 @@ class LevelRun:
         self.tag = (setup, level, rep)
         self.client = pl.DataFrame()
         self.metrics = pl.DataFrame()
+        self.warnings: list[str] = []
 
     def run(self, workload: Any, *, seed: int) -> LevelOutcome:
         from tierscope.load import LoadGenerator
@@ -389,7 +417,7 @@ class LevelRun:
             self.rep,
             point,
             result.summary,
-            client_warnings(result.summary, self.setup, self.level),
+            [*client_warnings(result.summary, self.setup, self.level), *self.warnings],
         )
 
     def _store(self, result: Any, occurred: list[Occurrence]) -> None:
@@ -400,9 +428,11 @@ class LevelRun:
             w.append("metrics", client_metrics(result.client_metrics(), t0, *self.tag))
         self.metrics = label(self.monitor.drain(), *self.tag)
         w.append("metrics", self.metrics)
+        skipped = []
         for node in self.deployment.nodes:
             for source in node.request_sources:
                 w.append("requests", tier_requests(source(), node.tier, node.name, t0, *self.tag))
+            skipped += [(node.tier, s) for s in skipped_records(node)]
         rows = (
             (
                 o.t_start,
@@ -420,6 +450,16 @@ class LevelRun:
             for o in occurred
         )
         w.append("events", events_frame(rows, t0))
+        if skipped:  # lines of a tier's log that were not records: counted, never fatal
+            t = time.monotonic()
+            detail = {"setup": self.setup, "level": self.level, "rep": self.rep}
+            w.append(
+                "events",
+                events_frame(
+                    ((t, t, "skipped_records", k, {**detail, **s}) for k, s in skipped), t0
+                ),
+            )
+            self.warnings += [_skipped_warning(self.setup, self.level, s) for _, s in skipped]
         w.flush()
 
 
@@ -585,6 +625,16 @@ def client_warnings(summary: dict[str, Any], setup: str, level: float) -> list[s
     what = "was the bottleneck" if summary.get("client_bottleneck") else "came close to the limit"
     why = "; ".join(summary.get("client_bottleneck_why") or [])
     return [f"setup {setup}, level {level:g}: the load generator {what}: {why}"]
+
+
+def _skipped_warning(setup: str, level: float, skipped: dict[str, Any]) -> str:
+    n = skipped["lines"]
+    what = "line of" if n == 1 else "lines of"
+    was = "was not a record" if n == 1 else "were not records"
+    return (
+        f"setup {setup}, level {level:g}: skipped {n} {what} {skipped['node']}'s request log "
+        f"that {was} (first: {skipped['example']})"
+    )
 
 
 def run_experiment(

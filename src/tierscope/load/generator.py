@@ -229,14 +229,16 @@ class LoadGenerator:
                     "level", None, f"a load level ({what} in the workload, or given to start())"
                 )
         unit = LEVEL_UNITS[w.mode]
-        if not (level >= 0 and level != float("inf")):
-            raise InputError("level", level, f"a number of {unit} >= 0")
+        # No load, or no steady window, would make a run that measured nothing.
+        if not (level > 0 and level != float("inf")):
+            raise InputError("level", level, f"a number of {unit} > 0")
         if w.mode == "closed" and not float(level).is_integer():
             raise InputError("level", level, "a whole number of users")
-        for name, value in (("ramp_up_s", ramp_up_s), ("steady_s", steady_s),
-                            ("ramp_down_s", ramp_down_s)):  # fmt: skip
+        for name, value in (("ramp_up_s", ramp_up_s), ("ramp_down_s", ramp_down_s)):
             if not (value >= 0 and value != float("inf")):
                 raise InputError(name, value, "a duration in seconds >= 0")
+        if not (steady_s > 0 and steady_s != float("inf")):
+            raise InputError("steady_s", steady_s, "a steady window (--duration) of seconds > 0")
         targets, fixed = targets_of(w, self.base_urls)
         n_base = len(self.base_urls or w.base_urls)
         if self.check_reachable:

@@ -106,6 +106,6 @@ def _level(
     value = given[wanted]
     if value is None:
         return None
-    if not value >= 0 or value != value:
-        raise InputError(wanted, value, "a number >= 0")
+    if not value > 0 or value == float("inf"):
+        raise InputError(wanted, value, "a number > 0 (no load measures nothing)")
     return float(value)

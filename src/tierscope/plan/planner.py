@@ -40,6 +40,7 @@ from tierscope.plan.sla import (
     slo_met,
 )
 from tierscope.plan.whatif import scale_demand_samples, scaled_demands
+from tierscope.progress import step, tracked
 from tierscope.spec.prices import Prices
 
 #: Dearer configurations evaluated after the cheapest one that meets the SLO (profit table).
@@ -185,7 +186,7 @@ def plan(
     slack = max(o.threshold for o in objectives)
     configs, costs = search_space(model, prices)
     out = []
-    for users in levels:
+    for users in tracked(levels, f"planning {len(levels)} levels"):
         seen: list[Evaluated] = []
 
         def meets(config: Config, users: int = users) -> bool:
@@ -209,6 +210,7 @@ def plan(
                 failed.append(config)
                 continue
             p = predict(candidate, [users], solver=solver, duration=duration, seed=seed)[0]
+            step("configurations evaluated at this level", len(seen) + 1, max_evaluations)
             ev = Evaluated(config, float(cost), p, slo_met(objectives, p, margin))
             ev.revenue = revenue_per_hour(prices, threshold, p)
             seen.append(ev)

@@ -188,31 +188,107 @@ def _rate_law_marginals(net: Network, Q: np.ndarray) -> dict[str, np.ndarray]:
     """P(n_k = j) at the stations with a rate law, for their busy share: the distribution of a
     finite-source queue with all N jobs of the network, p(n) ~ N!/(N-n)! theta^n / prod alpha(j),
     with theta set so that its mean is the fixed point's Q_k. Exact where the rest of the
-    network is a delay (the machine repairman) and the mean is right."""
-    out = {}
+    network is a delay (the machine repairman) and the mean is right.
+
+    Returned for n = 0..H with H = min(N, max(L_k, 4096)); beyond H, where alpha is constant and
+    the log-weights concave in n, the mass is summed on a grid (unit steps near the mode, then
+    steps growing by 1/64), so the memory stays bounded whatever N.
+    """
+    out: dict[str, np.ndarray] = {}
+    stations = np.flatnonzero(net.has_rate_law)
+    if stations.size == 0:
+        return out
     N = int(net.population.sum())
-    n = np.arange(N + 1)
-    sources = gammaln(N + 1) - gammaln(N - n + 1)  # log N!/(N-n)!, the same at every station
-    for k in np.flatnonzero(net.has_rate_law):
-        base = sources.copy()
-        base[1:] -= np.cumsum(np.log(net.alpha_at(k, n[1:])))
+    for k in stations:
+        a = net.alpha[k]
+        H = min(N, max(a.size, _DENSE_LEVELS))
+        n = np.arange(H + 1.0)
+        log_a = np.concatenate(([0.0], np.cumsum(np.log(net.alpha_at(k, np.arange(1, H + 1))))))
+        head = gammaln(N + 1.0) - gammaln(N - n + 1.0) - log_a
+        tail = _FiniteSourceTail(N, H, float(log_a[-1]), float(np.log(a[-1])))
         target = float(np.clip(Q[:, k].sum(), 0.0, N))
 
-        def law(t: float, base: np.ndarray = base) -> np.ndarray:
-            w = base + n * t
-            p = np.exp(w - w.max())
-            return p / p.sum()
-
-        lo, hi = -1.0, 1.0  # log theta, bracketed then bisected on the monotone mean
-        while n @ law(lo) > target and lo > -1e4:
-            lo *= 2
-        while n @ law(hi) < target and hi < 1e4:
-            hi *= 2
-        for _ in range(100):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if n @ law(mid) < target else (lo, mid)
-        out[net.station_names[k]] = law(0.5 * (lo + hi))
+        out[net.station_names[k]] = _fit_mean(head, tail, target).head
     return out
+
+
+def _fit_mean(head: np.ndarray, tail: _FiniteSourceTail, target: float) -> _Law:
+    """The law whose mean is ``target``: log theta bracketed, then safeguarded Newton steps
+    (d mean / d log theta is the variance), bisection where a step leaves the bracket."""
+    lo, hi = -1.0, 1.0
+    while _finite_source_law(lo, head, tail).mean > target and lo > -1e4:
+        lo *= 2
+    while _finite_source_law(hi, head, tail).mean < target and hi < 1e4:
+        hi *= 2
+    t = 0.5 * (lo + hi)
+    law = _finite_source_law(t, head, tail)
+    for _ in range(200):
+        gap = law.mean - target
+        if abs(gap) <= 1e-13 * max(1.0, target) or hi - lo <= 1e-15 * max(1.0, abs(t)):
+            break
+        lo, hi = (t, hi) if gap < 0 else (lo, t)
+        step = t - gap / law.variance if law.variance > 0 else np.nan
+        t = step if lo < step < hi else 0.5 * (lo + hi)
+        law = _finite_source_law(t, head, tail)
+    return law
+
+
+def _finite_source_law(t: float, head: np.ndarray, tail: _FiniteSourceTail) -> _Law:
+    """The law at log theta = t from the log weights of n = 0..H (``head``) and the tail's."""
+    n = np.arange(head.size, dtype=float)
+    wh = head + n * t
+    x, c, wt = tail.nodes(t)
+    top = max(wh.max(), wt.max(initial=-np.inf))
+    ph, pt = np.exp(wh - top), c * np.exp(wt - top)
+    total = ph.sum() + pt.sum()
+    mean = float((n @ ph + x @ pt) / total)
+    variance = float((((n - mean) ** 2) @ ph + ((x - mean) ** 2) @ pt) / total)
+    return _Law(ph / total, mean, variance)
+
+
+#: Queue lengths up to which the finite-source law is evaluated at every n.
+_DENSE_LEVELS = 4096
+
+
+@dataclass(frozen=True)
+class _Law:
+    head: np.ndarray  # p(0..H)
+    mean: float
+    variance: float
+
+
+@dataclass(frozen=True)
+class _FiniteSourceTail:
+    """log weights of n = H+1..N jobs at a finite-source station whose rate is constant
+    (alpha = a_L) beyond H: log N!/(N-n)! - log_alpha_head - (n - H) log a_L (+ n log theta)."""
+
+    N: int
+    H: int
+    log_alpha_head: float
+    log_alpha_last: float
+
+    def nodes(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Grid points n, their weights (integers each stands for) and log weights at t."""
+        lo, hi = self.H + 1, self.N
+        if lo > hi:
+            empty = np.zeros(0)
+            return empty, empty, empty
+        # The increment log(N - n) - log a_L + t changes sign at the mode.
+        mode = float(np.clip(self.N - np.exp(min(self.log_alpha_last - t, 700.0)), lo, hi))
+        steps = np.concatenate((np.arange(65.0), 64.0 * (1 + 1 / 64) ** np.arange(1, 4000)))
+        steps = steps[steps <= hi - lo + 1]
+        x = np.unique(np.clip(np.round(np.concatenate((mode - steps, mode + steps))), lo, hi))
+        x = np.unique(np.concatenate(([lo, hi], x)))
+        gaps = np.diff(x)
+        c = np.concatenate(([1.0], gaps)) / 2 + np.concatenate((gaps, [1.0])) / 2
+        w = (
+            gammaln(self.N + 1.0)
+            - gammaln(self.N - x + 1.0)
+            - self.log_alpha_head
+            - (x - self.H) * self.log_alpha_last
+            + x * t
+        )
+        return x, c, w
 
 
 # ---- setup -------------------------------------------------------------------------------------
@@ -313,7 +389,8 @@ def _step(
     if prep.corrected:
         W[..., prep.ld] += _marginal_correction(prep, Q, batch, H)
     W = np.where(prep.delay, 1.0, W) * prep.D
-    X = pops / (prep.Z + W.sum(axis=2))
+    cycle = prep.Z + W.sum(axis=2)  # 0 only for an empty class without demand (X = 0 then)
+    X = pops / np.where(cycle > 0, cycle, 1.0)
     return X, X[:, :, None] * W
 
 

@@ -171,13 +171,13 @@ def _reduce(net: Network) -> tuple[np.ndarray, np.ndarray, float, float, list[st
             continue
         a = net.alpha[k]
         c = float(a[0])
-        m = a.size
-        if not np.allclose(a, c * np.minimum(np.arange(1, m + 1), m), rtol=1e-12, atol=0.0):
+        m = int(net.servers[k])
+        if not np.allclose(a, c * np.minimum(np.arange(1, a.size + 1), m), rtol=1e-12, atol=0.0):
             raise UnsupportedModelError(
                 "method",
                 "bounds",
                 f"single- or multi-server stations (station '{name}' has load-dependent rates "
-                f"{a.tolist()}); use 'exact'",
+                f"{a[:6].tolist()}{' …' if a.size > 6 else ''}); use 'exact'",
             )
         d = D[k] / c
         fast.append(d / m)

@@ -291,6 +291,14 @@ def joint_distribution(
             f"a chain of at most {max_states:,} states for method 'ctmc' (this model has "
             f'{n_states:,}); raise max_states or use method "nc" or "exact"',
         )
+    jobs = int(net.population.sum())
+    if jobs >= max_states:  # the marginals have jobs + 1 entries, even where states are few
+        raise UnsupportedModelError(
+            "max_states",
+            max_states,
+            f"fewer jobs than max_states ({max_states:,}) for method 'ctmc' (this model has "
+            f'{jobs:,}); use method "exact" or "linearizer"',
+        )
     C, M = net.n_classes, net.n_stations
 
     # Global state s = sum_c rank_c * stride_c (C order over classes).

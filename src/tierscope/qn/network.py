@@ -5,6 +5,11 @@ arrays. :meth:`Network.from_model` turns one into the other once: it solves the 
 of routing-form classes into visit ratios, reduces service distributions to their means and
 expands ``servers`` and ``rates`` into one rate-multiplier vector ``alpha`` per station, so that no
 solver has to know how the model was written.
+
+A station with more than :data:`MAX_RATE_LEVELS` rate levels (say 10^9 servers) never gets its
+vector materialised: with at least as many servers as jobs can ever be there it is an infinite
+server (a delay whose utilisation is divided by its servers: ``capacity``), and with fewer jobs
+than levels in a closed network its vector stops at the population; anything else is refused.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ from tierscope.spec.model import (
 )
 
 FloatArray = np.ndarray
+
+#: Most rate levels alpha(1..L) materialised per station (8 MB of floats).
+MAX_RATE_LEVELS = 1_000_000
+#: Standard deviations of an open station's offered load beyond which servers are never all busy.
+_OPEN_SPREAD = 40.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +59,11 @@ class Network:
     think_time: FloatArray  # [C]
     name: str = ""
     simulation_only: tuple[str, ...] = field(default=())
+    # [M] rate multiplier at saturation, alpha_k(L_k) of the full law (1 for delays); None: the
+    # last entry of alpha. It differs from alpha[-1] where a station was compacted.
+    capacity: FloatArray | None = None
+    # The largest total closed population the compacted stations are valid for (None: any).
+    max_population: int | None = None
 
     # ---- shape -------------------------------------------------------------------------------
     @property
@@ -81,14 +96,25 @@ class Network:
     @property
     def has_rate_law(self) -> np.ndarray:
         """[M] True for queue stations whose rates are not those of plain servers (alpha(j) is
-        not min(j, m)): their utilisation, the mean share of servers busy, needs the
-        distribution of the number present, not the throughput alone."""
+        not c min(j, m) for a constant speed c): their utilisation, the mean share of servers
+        busy, needs the distribution of the number present, not the throughput alone."""
         out = np.zeros(self.n_stations, dtype=bool)
         for k, a in enumerate(self.alpha):
             if not self.is_delay[k]:
                 j = np.arange(1, a.size + 1)
-                out[k] = not np.allclose(a, np.minimum(j, self.servers[k]), rtol=1e-12, atol=0)
+                plain = a[0] * np.minimum(j, self.servers[k])
+                out[k] = not np.allclose(a, plain, rtol=1e-12, atol=0)
         return out
+
+    @property
+    def saturation_rate(self) -> FloatArray:
+        """[M] alpha_k(L_k), the rate multiplier of a saturated station (1 for delays); the
+        utilisation of a queue is its busy servers divided by this."""
+        if self.capacity is not None:
+            return np.asarray(self.capacity, dtype=float)
+        return np.array(
+            [1.0 if d else float(a[-1]) for d, a in zip(self.is_delay, self.alpha, strict=True)]
+        )
 
     def alpha_at(self, k: int, j: int | np.ndarray) -> np.ndarray:
         """alpha_k(j) for j >= 1 (the last multiplier repeats)."""
@@ -102,7 +128,15 @@ class Network:
         pop = np.asarray(population, dtype=np.int64)
         if pop.shape != (self.n_classes,) or np.any(pop < 0):
             raise InputError("population", list(population), f"{self.n_classes} integers >= 0")
-        return replace(self, population=np.where(self.is_open, 0, pop))
+        pop = np.where(self.is_open, 0, pop)
+        if self.max_population is not None and int(pop.sum()) > self.max_population:
+            raise InputError(
+                "population",
+                [int(n) for n in pop],
+                f"at most {self.max_population:,} jobs in all (stations with more than "
+                f"{MAX_RATE_LEVELS:,} servers were compiled for that population)",
+            )
+        return replace(self, population=pop)
 
     # ---- checks used by solvers --------------------------------------------------------------
     def require_product_form(self, method: str) -> None:
@@ -143,8 +177,7 @@ class Network:
         M, C = len(names), len(model.classes)
         is_delay = np.array([s.type == "delay" for s in model.stations])
         servers = np.array([s.servers for s in model.stations], dtype=np.int64)
-        alpha = tuple(rate_multipliers(s.servers, s.rates) for s in model.stations)
-        discipline = tuple("delay" if s.type == "delay" else s.discipline for s in model.stations)
+        discipline = ["delay" if s.type == "delay" else s.discipline for s in model.stations]
         sim_only: list[str] = []
         for s in model.stations:
             if s.type in ("fork", "join"):
@@ -163,28 +196,93 @@ class Network:
             sim_only.append(f"class switching ({moves})")
             visits = _chain_visits(model, index)
             service[visits == 0] = 0.0
+        is_open = np.array([c.is_open for c in model.classes])
+        population = np.array([c.population or 0 for c in model.classes], dtype=np.int64)
+        arrival_rate = np.array([c.arrival_rate or 0.0 for c in model.classes])
+        think_time = np.array([c.think_time for c in model.classes])
+        demands = visits * service
+        idle = (population > 0) & (demands.sum(axis=1) + think_time <= 0)
+        if idle.any():
+            c = int(np.flatnonzero(idle)[0])
+            raise InputError(
+                f"classes[{c}]",
+                model.classes[c].name,
+                "a closed class with a demand or a think time > 0 (with neither its "
+                "throughput is unbounded)",
+            )
+        jobs = int(population.sum())
+        offered = np.where(is_open, arrival_rate, 0.0) @ demands  # [M] open work per second
+        alpha: list[np.ndarray] = []
+        capacity = np.ones(M)
+        compacted = False
+        for k, st in enumerate(model.stations):
+            if is_delay[k]:
+                alpha.append(np.ones(1))
+                continue
+            r_last = st.rates[-1] if st.rates else 1.0
+            capacity[k] = st.servers * r_last
+            if max(st.servers, len(st.rates or ())) <= MAX_RATE_LEVELS:
+                alpha.append(rate_multipliers(st.servers, st.rates))
+                continue
+            compacted = True
+            a, delay = _compact_rates(k, st.servers, st.rates, jobs, float(offered[k]))
+            alpha.append(a)
+            if delay:
+                is_delay[k] = True
+                discipline[k] = "delay"
         return cls(
             station_names=tuple(names),
             class_names=tuple(c.name for c in model.classes),
             is_delay=is_delay,
             servers=servers,
-            alpha=alpha,
-            discipline=discipline,
+            alpha=tuple(alpha),
+            discipline=tuple(discipline),
             visits=visits,
             service=service,
-            is_open=np.array([c.is_open for c in model.classes]),
-            population=np.array([c.population or 0 for c in model.classes], dtype=np.int64),
-            arrival_rate=np.array([c.arrival_rate or 0.0 for c in model.classes]),
-            think_time=np.array([c.think_time for c in model.classes]),
+            is_open=is_open,
+            population=population,
+            arrival_rate=arrival_rate,
+            think_time=think_time,
             name=model.name or "",
             simulation_only=tuple(sim_only),
+            capacity=capacity,
+            max_population=jobs if compacted else None,
         )
 
 
+def _compact_rates(
+    k: int, servers: int, rates: list[float] | None, jobs: int, offered: float
+) -> tuple[np.ndarray, bool]:
+    """(alpha, is an infinite server) of station k whose law has more than MAX_RATE_LEVELS
+    levels, given ``jobs`` closed jobs in the network and ``offered`` open work per second."""
+    # Most jobs ever at the station, but for a probability far below rounding: the closed ones
+    # plus the open ones' Poisson-like number (mean = offered work) 40 sd out.
+    most = jobs + (offered + _OPEN_SPREAD * (offered**0.5 + 1.0) if offered > 0 else 0.0)
+    if rates is None and servers >= most:
+        return np.ones(1), True
+    if offered == 0 and jobs <= MAX_RATE_LEVELS:
+        # Closed jobs only: alpha(j) for j > jobs is never used.
+        return rate_multipliers(min(servers, max(jobs, 1)), (rates or [1.0])[: max(jobs, 1)]), False
+    raise InputError(
+        f"stations[{k}].servers",
+        servers,
+        f"at most {MAX_RATE_LEVELS:,} servers (or rates), or servers enough for every job "
+        "that can be there (the station is then a delay)",
+    )
+
+
 def rate_multipliers(servers: int, rates: list[float] | None) -> np.ndarray:
-    """alpha(1..L) = min(j, m) * r(j) for a station with m servers and rates r."""
+    """alpha(1..L) = min(j, m) * r(j) for a station with m servers and rates r.
+
+    Raises :class:`InputError` beyond :data:`MAX_RATE_LEVELS` levels (``Network.from_model``
+    compacts such stations instead).
+    """
     r = np.asarray(rates if rates else [1.0], dtype=float)
     L = max(servers, r.size)
+    if L > MAX_RATE_LEVELS:
+        raise InputError(
+            "servers", servers, f"at most {MAX_RATE_LEVELS:,} servers (or rate levels)"
+        )
     j = np.arange(1, L + 1)
     return np.minimum(j, servers) * r[np.minimum(j, r.size) - 1]
 

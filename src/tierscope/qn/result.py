@@ -53,10 +53,13 @@ class Solution:
         net = self.network
         if self.utilization_ck is None:
             # per server: X S / m; with load-dependent rates, relative to the saturation
-            # capacity alpha(L) (= m for plain multi-server stations)
-            capacity = np.array([a[-1] for a in net.alpha])
-            busy = self.station_throughput_ck * net.service / capacity[None, :]
-            self.utilization_ck = np.where(net.is_delay[None, :], self.queue_length_ck, busy)
+            # capacity alpha(L) (= m for plain multi-server stations). Delays: the jobs there,
+            # per server for a station with more servers than jobs (solved as a delay).
+            capacity = net.saturation_rate[None, :]
+            busy = self.station_throughput_ck * net.service / capacity
+            self.utilization_ck = np.where(
+                net.is_delay[None, :], self.queue_length_ck / capacity, busy
+            )
             if self.queue_marginals:
                 self._busy_share_at_rate_laws()
         self.utilization_ck = np.asarray(self.utilization_ck, dtype=float)
@@ -76,9 +79,9 @@ class Solution:
             m = int(net.servers[k])
             if p is None or (len(p) < m and not math.isclose(float(np.sum(p)), 1.0)):
                 continue  # not enough of the distribution known: keep X S / alpha(L)
-            head = np.zeros(m)
-            head[: min(m, len(p))] = np.asarray(p, dtype=float)[:m]
-            busy = float(np.arange(m) @ head + m * max(0.0, 1.0 - head.sum()))
+            # E[min(n, m)] from p(0..m-1); no array of m entries (m can be huge)
+            head = np.asarray(p, dtype=float)[:m]
+            busy = float(np.arange(head.size) @ head + m * max(0.0, 1.0 - head.sum()))
             total = work[:, k].sum()
             share = work[:, k] / total if total > 0 else np.zeros(net.n_classes)
             self.utilization_ck[:, k] = busy / m * share

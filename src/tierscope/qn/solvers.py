@@ -18,6 +18,9 @@ from tierscope.qn.result import Solution
 
 #: Largest population lattice that ``auto`` hands to exact MVA (a few ms per 1e5 points).
 EXACT_LATTICE_LIMIT = 2_000_000
+#: Longest estimated exact recursion that ``auto`` starts; beyond it Linearizer answers (its
+#: cost does not grow with the population).
+AUTO_EXACT_SECONDS = 5.0
 
 METHODS: dict[str, Callable[..., Any]] = {
     "exact": mva.solve,
@@ -34,13 +37,16 @@ def choose_method(net: Network) -> tuple[str, str]:
     """The method ``auto`` uses for ``net``, and why."""
     if net.is_open.all():
         return "open", "all classes are open"
-    size = mva.lattice_size(net)
-    if size <= EXACT_LATTICE_LIMIT:
-        return "exact", f"population lattice of {size:,} points <= {EXACT_LATTICE_LIMIT:,}"
+    cost = mva.exact_cost(net)
+    quick = cost.seconds <= AUTO_EXACT_SECONDS and cost.feasible()
+    if cost.vectors <= EXACT_LATTICE_LIMIT and quick:
+        return "exact", f"population lattice of {cost.vectors:,} points <= {EXACT_LATTICE_LIMIT:,}"
     if net.is_open.any():
+        # Linearizer and Schweitzer take closed classes only: exact, or its refusal, it is.
         return "exact", "mixed network (the closed part is solved exactly)"
     return "linearizer", (
-        f"population lattice of {size:,} points > {EXACT_LATTICE_LIMIT:,}: approximate MVA"
+        f"population lattice of {cost.vectors:,} points (exact MVA: about "
+        f"{mva._duration(cost.seconds)}): approximate MVA"
     )
 
 

@@ -101,6 +101,12 @@ GLOSSARY = [
         "generator limited throughput)",
     ),
     (
+        "resources[]",
+        "the level's saturated resources by role: bottlenecks (the primary first), the load "
+        "generator's (client), push-back (soft resources full because of a bottleneck), the "
+        "host's",
+    ),
+    (
         "resources[].saturation_fraction",
         "the fraction of windows of window_s seconds in which "
         "the resource's mean utilisation reached the saturation threshold",
@@ -119,7 +125,26 @@ GLOSSARY = [
         "indicators[].category",
         "reliable (one value tells client- from server-bound), partially "
         "reliable (the trend tells), not reliable, misleading (changes at the wrong load), "
-        "unidentified (server-bound at every level)",
+        "unidentified (server-bound at every level, or too few levels to tell)",
+    ),
+    (
+        "indicators[].shape, p_value, effect, threshold",
+        "the piecewise-linear shape fitted over the levels (e.g. linear-constant: rises, then "
+        "flat from saturation), the permutation p-value of that change against a straight line, "
+        "how far it moves the curve (fraction of the metric's range), and the value that "
+        "separates client- from server-bound levels (reliable only)",
+    ),
+    (
+        "indicators[].insufficient, indicator_sets[].insufficient",
+        "what the data cannot tell instead of a default verdict: e.g. with one setup, whether "
+        "a metric misleads across setups and which combinations cover them",
+    ),
+    (
+        "episode_groups",
+        "the causes behind the episodes: periodic trains (period ± spread of the gaps, p-value "
+        "against random onsets), saturation intervals (levels where the root's resource is the "
+        "bottleneck) and one-offs, with counts, typical duration, root tier and the VLRT "
+        "requests they explain; episodes lists their indices in the episode table",
     ),
     (
         "indicator_sets",
@@ -158,12 +183,26 @@ def _e(text: Any) -> str:
     return html.escape(str(text))
 
 
+def _p(text: Any) -> str:
+    """A name from the run (setup, tier, node, metric) as plotly text: plotly renders a subset
+    of HTML in titles, legends, axes and cell text (a setup named ``<a href=…>`` would be a
+    live link), and shows character entities as the characters."""
+    return html.escape(str(text), quote=False)
+
+
 def _n(v: Any, digits: int = 4) -> str:
     if v is None:
         return "—"
     if isinstance(v, float):
         return f"{v:.{digits}g}"
     return str(v)
+
+
+def _period(group: dict[str, Any]) -> str:
+    if group["period_s"] is None:
+        return "—"
+    spread = group["period_spread_s"]
+    return _n(group["period_s"], 3) + ("" if spread is None else f" ± {_n(spread, 2)}")
 
 
 def _saturation_section(doc: dict[str, Any]) -> str:
@@ -241,7 +280,7 @@ def _saturation_section(doc: dict[str, Any]) -> str:
                 annotation_text=", ".join(n for n, _ in named),
                 annotation_position="top",
             )
-        fig.update_layout(title=f"setup {s['setup']}: client (green), gray, server (red) zones")
+        fig.update_layout(title=f"setup {_p(s['setup'])}: client (green), gray, server (red) zones")
         fig.update_xaxes(title_text="load level")
         fig.update_yaxes(title_text="throughput [1/s]", secondary_y=False)
         fig.update_yaxes(title_text="response time [s]", secondary_y=True)
@@ -294,7 +333,10 @@ def _bottleneck_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
             text[i][j] = (
                 "none"
                 if p is None
-                else (f"{p['tier']}/{p['resource']}<br>{b['kind']} {b['primary_fraction']:.0%}")
+                else (
+                    f"{_p(p['tier'])}/{_p(p['resource'])}<br>"
+                    f"{b['kind']} {b['primary_fraction']:.0%}"
+                )
             )
         scale = [
             [0.0, "#f6f8fa"],
@@ -312,7 +354,7 @@ def _bottleneck_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
             go.Heatmap(
                 z=z,
                 x=[str(v) for v in levels],
-                y=setups,
+                y=[_p(s) for s in setups],
                 text=text,
                 texttemplate="%{text}",
                 colorscale=scale,
@@ -347,7 +389,7 @@ def _bottleneck_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
                     x=u["levels"],
                     y=u["values"],
                     mode="lines+markers",
-                    name=f"{u['setup']} {u['metric']}",
+                    name=f"{_p(u['setup'])} {_p(u['metric'])}",
                 )
             )
         fig.add_hline(
@@ -385,8 +427,8 @@ def _indicator_section(doc: dict[str, Any]) -> str:
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=setups,
-            y=names,
+            x=[_p(s) for s in setups],
+            y=[_p(n) for n in names],
             text=text,
             texttemplate="%{text}",
             colorscale=scale,
@@ -399,15 +441,27 @@ def _indicator_section(doc: dict[str, Any]) -> str:
     fig.update_yaxes(autorange="reversed")
     parts.append(_div(fig, 160 + 22 * len(names)))
     rows = "".join(
-        f"<tr><td>{_e(i['metric'])}</td><td>{_e(i['category'])}</td><td>{_e(i['evidence'])}"
-        "</td></tr>"
+        f"<tr><td>{_e(i['metric'])}</td><td>{_e(i['category'])}</td>"
+        f"<td>{_e(i.get('shape') or '—')}</td><td>{_n(i.get('p_value'), 2)}</td>"
+        f"<td>{_n(i.get('effect'), 2)}</td><td>{_n(i.get('threshold'))}</td>"
+        f"<td>{_e(i['evidence'])}</td></tr>"
         for i in ind
     )
-    parts.append(f"<table><tr><th>metric</th><th>overall</th><th>evidence</th></tr>{rows}</table>")
+    parts.append(
+        "<table><tr><th>metric</th><th>overall</th><th>shape</th><th>p</th>"
+        "<th>effect (of range)</th><th>threshold</th><th>evidence</th></tr>"
+        f"{rows}</table>"
+    )
+    insufficient = dict.fromkeys(i["insufficient"] for i in ind if i.get("insufficient"))
+    parts += [f'<p class="note">What this run cannot tell: {_e(w)}.</p>' for w in insufficient]
     sets = "".join(
-        f"<li>{_e(s['variant'])}: {_e(', '.join(s['metrics']) or 'none')} — covers "
-        f"{len(s['covered'])} setup(s)"
-        + (f", not {_e(', '.join(s['uncovered']))}" if s["uncovered"] else "")
+        f"<li>{_e(s['variant'])}: "
+        + (
+            _e(s["insufficient"])
+            if s.get("insufficient")
+            else f"{_e(', '.join(s['metrics']) or 'none')} — covers {len(s['covered'])} setup(s)"
+            + (f", not {_e(', '.join(s['uncovered']))}" if s["uncovered"] else "")
+        )
         + "</li>"
         for s in doc["indicator_sets"]
     )
@@ -437,7 +491,7 @@ def _timeline_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
                 go.Scatter(
                     x=tl["t"],
                     y=tl["tiers"][tier]["q_mean"],
-                    name=tier,
+                    name=_p(tier),
                     mode="lines",
                     line={"color": colour[tier]},
                 ),
@@ -487,7 +541,10 @@ def _timeline_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
         for r in series["resources"]:
             fig.add_trace(
                 go.Scatter(
-                    x=r["t"], y=r["score"], mode="lines", name=f"{r['node']} {r['resource']}"
+                    x=r["t"],
+                    y=r["score"],
+                    mode="lines",
+                    name=f"{_p(r['node'])} {_p(r['resource'])}",
                 )
             )
         fig.add_hline(y=1.0, line_dash="dash", annotation_text="saturated")
@@ -515,16 +572,35 @@ def _timeline_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
         f"<p>{len(episodes)} episode(s) (shaded in the tier's colour). {v['count']} request(s) "
         f"took at least {v['threshold_s']:g} s end to end{explained}.</p>"
     )
+    groups = doc.get("episode_groups", [])
+    group_of = {i: n for n, g in enumerate(groups, start=1) for i in g["episodes"]}
+    if groups:
+        causes = "".join(
+            f"<tr><td>{n}</td><td>{_e(g['kind'])}</td><td>{_e(g['summary'])}</td>"
+            f"<td>{_e(g['root_tier'])}</td><td>{_e(g['resource'])}</td><td>{g['count']}</td>"
+            f"<td>{_period(g)}</td><td>{_n(g['typical_duration_s'], 3)}</td>"
+            f"<td>{_n(g['busy_fraction'], 2)}</td><td>{g['vlrt_requests']}</td></tr>"
+            for n, g in enumerate(groups, start=1)
+        )
+        parts.append(
+            "<p>Causes: the episodes grouped into periodic trains, saturation intervals and "
+            "one-offs, largest first.</p><table><tr><th>group</th><th>kind</th><th>summary</th>"
+            "<th>root</th><th>resource</th><th>episodes</th><th>period [s]</th>"
+            "<th>typical duration [s]</th><th>busy share</th><th>VLRT</th></tr>"
+            f"{causes}</table>"
+        )
     if episodes:
         rows = "".join(
-            f"<tr><td>{e['start']:.3f}</td><td>{e['duration']:.3f}</td><td>{_e(e['tier'])}</td>"
+            f"<tr><td>{group_of.get(i, '—')}</td>"
+            f"<td>{e['start']:.3f}</td><td>{e['duration']:.3f}</td><td>{_e(e['tier'])}</td>"
             f"<td>{_e(e['resource'])}</td><td>{_e(e['kind'])}</td><td>{_n(e['peak_queue'])}</td>"
             f"<td>{_n(e['delay_s'], 3)}</td><td>{_e(e['root_tier'])}</td>"
             f"<td>{_e(' → '.join(e['onset_order']))}</td><td>{e['vlrt_requests']}</td></tr>"
-            for e in episodes[:200]
+            for i, e in enumerate(episodes[:200])
         )
         parts.append(
-            "<table><tr><th>start [s]</th><th>duration [s]</th><th>tier</th><th>resource</th>"
+            "<table><tr><th>group</th><th>start [s]</th><th>duration [s]</th><th>tier</th>"
+            "<th>resource</th>"
             "<th>kind</th><th>peak queue</th><th>delay [s]</th><th>root tier</th>"
             f"<th>onset order</th><th>VLRT</th></tr>{rows}</table>"
         )

@@ -12,10 +12,9 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-TIER_ORDER = ("web", "app", "db", "client", "host")
+from tierscope.report.terminal import Col, FittedTable, point_tiers
 
 
 def _get(obj: Any, name: str, default: float = math.nan) -> Any:
@@ -26,9 +25,9 @@ def _get(obj: Any, name: str, default: float = math.nan) -> Any:
     return getattr(obj, name, default)
 
 
-def _fmt(x: Any, spec: str) -> str:
+def _fmt(x: Any, spec: str, scale: float = 1.0) -> str:
     try:
-        v = float(x)
+        v = float(x) * scale
     except (TypeError, ValueError):
         return "–"
     return "–" if math.isnan(v) else format(v, spec)
@@ -63,39 +62,27 @@ class ProgressView:
             self.state = {"setup": event["setup"], "phase": "deploying"}
         elif kind == "tick":
             self.state = event
+        elif kind == "cleanup":
+            self.live.console.print(Text(event["message"], style="yellow"))
         self.live.update(self._render())
 
     def _render(self) -> Group:
         parts: list[Any] = [Text(self.title, style="bold")]
         if self.done:
-            table = Table(box=None, pad_edge=False, header_style="dim")
-            for col in (
-                "setup",
-                "level",
-                "X [1/s]",
-                "p95 [s]",
-                "errors",
-                "web",
-                "app",
-                "db",
-                "client",
-            ):
-                table.add_column(col, justify="right")
-            for o in self.done[-12:]:
-                p = o.point
-                table.add_row(
-                    o.setup,
-                    f"{o.level:g}",
-                    _fmt(p.get("throughput"), ".1f"),
-                    _fmt(p.get("rt_p95"), ".3f"),
-                    _fmt(p.get("errors"), ".0f"),
-                    *(
-                        _fmt(p.get(f"{t}.cpu_util", math.nan) * 100, ".0f") + "%"
-                        for t in ("web", "app", "db")
-                    ),
-                    _fmt(p.get("client.cpu_cores"), ".2f") + " c",
-                )
-            parts.append(table)
+            points = [o.point for o in self.done[-12:]]
+            tiers = point_tiers(points)
+            cols = [
+                Col("setup", [o.setup for o in self.done[-12:]], justify="left", drop=4),
+                Col("level", [f"{o.level:g}" for o in self.done[-12:]]),
+                Col("X [1/s]", [_fmt(p.get("throughput"), ".1f") for p in points]),
+                Col("p95 [ms]", [_fmt(p.get("rt_p95"), ".3g", 1e3) for p in points]),
+                Col("errors", [_fmt(p.get("errors"), ".0f") for p in points], drop=2),
+                *(Col(f"{t} CPU", [_fmt(p.get(f"{t}.cpu_util"), ".0f", 100) + "%"
+                                   for p in points], drop=3) for t in tiers),
+                Col("client [cores]", [_fmt(p.get("client.cpu_cores"), ".2f") for p in points],
+                    drop=5),
+            ]  # fmt: skip
+            parts.append(FittedTable(cols))
         st = self.state
         if st.get("event") == "tick":
             snap = st.get("snapshot")
@@ -109,15 +96,53 @@ class ProgressView:
             parts.append(Text(line, style="cyan"))
             tiers = st.get("tiers", {})
             cpu = []
-            for (tier, node), m in sorted(
-                tiers.items(),
-                key=lambda kv: TIER_ORDER.index(kv[0][0]) if kv[0][0] in TIER_ORDER else 9,
-            ):
-                if tier in ("web", "app", "db"):
-                    util = _fmt(m.get("cpu_util", math.nan) * 100, ".0f")
+            for (tier, node), m in tiers.items():
+                if tier not in ("client", "host"):
+                    util = _fmt(m.get("cpu_util"), ".0f", 100)
                     cpu.append(f"{node} {util}% q{_fmt(m.get('queue_length'), '.0f')}")
             if cpu:
                 parts.append(Text("  ".join(cpu), style="dim"))
         elif st.get("phase") == "deploying":
             parts.append(Text(f"setup {st['setup']}: starting the system…", style="cyan"))
         return Group(*parts)
+
+
+class ProgressBars:
+    """Progress bars of long computations (a :data:`tierscope.progress.Sink`): one bar per
+    stage, with what is being done, how far, and an estimate of the time left; transient, so
+    only the result stays on the terminal."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressBars:
+        self._bars.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bars.__exit__(*exc)  # type: ignore[arg-type]
+
+    def __call__(self, stage: str, done: float, total: float) -> None:
+        task = self._tasks.get(stage)
+        if task is None:
+            task = self._tasks[stage] = self._bars.add_task(stage, total=total or None)
+        self._bars.update(task, completed=done, total=total or None)

@@ -6,10 +6,12 @@ and the JSON a script reads can never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +31,70 @@ def fmt(v: Any, digits: int = 5) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return f"{v:.{digits}g}"
+
+
+@dataclass
+class Col:
+    """A column of a :class:`FittedTable`: its header, its cells as text, and ``drop``: 0 when it
+    is always shown, else the larger the sooner it is left out on a narrow terminal."""
+
+    header: str
+    cells: list[str]
+    justify: str = "right"
+    drop: int = 0
+    style: str | None = None
+
+
+@dataclass
+class FittedTable:
+    """A table whose numbers are never cut: it is laid out at the width it is rendered at (80
+    columns in a log file or a CI job, more on a wide terminal), each column as wide as its
+    widest cell, and columns are left out, highest ``drop`` first, until it fits; the caption
+    then says which, and where to find them (``more``)."""
+
+    columns: list[Col]
+    title: str | None = None
+    caption: str | None = None
+    more: str = "--json"
+    row_styles: list[str | None] = field(default_factory=list)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Table]:
+        yield self.layout(options.max_width)
+
+    @staticmethod
+    def _width(col: Col, wrap: bool) -> int:
+        head = [cell_len(w) for w in col.header.split()] if wrap else [cell_len(col.header)]
+        return max([*head, 1, *(cell_len(c) for c in col.cells)])
+
+    def layout(self, width: int) -> Table:
+        """The table at ``width`` columns of text."""
+        shown = list(self.columns)
+
+        def fits(wrap: bool) -> bool:
+            # every column costs its width, a space each side and a rule; one rule ends the row
+            return sum(self._width(c, wrap) + 3 for c in shown) + 1 <= width
+
+        while not fits(wrap=True) and any(c.drop for c in shown):
+            shown.remove(max(reversed(shown), key=lambda c: c.drop))
+        wrap = not fits(wrap=False)  # headers on one line when they fit, else word by word
+        left_out = [c.header for c in self.columns if c not in shown]
+        caption = [self.caption] if self.caption else []
+        if left_out:
+            caption.append(f"not shown: {', '.join(left_out)} (wider terminal or {self.more})")
+        table = Table(
+            title=self.title,
+            title_justify="left",
+            caption=Text(" · ".join(caption)) if caption else None,
+            caption_justify="left",
+        )
+        for c in shown:
+            table.add_column(Text(c.header), justify=c.justify, width=self._width(c, wrap),  # type: ignore[arg-type]
+                             overflow="fold", style=c.style)  # fmt: skip
+        rows = max((len(c.cells) for c in shown), default=0)
+        for i in range(rows):
+            style = self.row_styles[i] if i < len(self.row_styles) else None
+            table.add_row(*(Text(c.cells[i]) for c in shown), style=style)
+        return table
 
 
 def solution(doc: dict[str, Any], title: str = "") -> RenderableType:
@@ -117,26 +183,45 @@ def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     return t
 
 
+def point_tiers(points: list[dict[str, Any]]) -> list[str]:
+    """The tiers with a CPU figure in a run's points, in the order the run lists them."""
+    seen: dict[str, None] = {}
+    for p in points:
+        for key in p:
+            tier, _, metric = key.rpartition(".")
+            if metric == "cpu_util" and tier not in ("client", "host"):
+                seen.setdefault(tier)
+    return list(seen)
+
+
+def _ms_cell(v: Any) -> str:
+    """Seconds shown as milliseconds, three significant digits (whole up to 999 s)."""
+    if v is None or v != v:
+        return "—"
+    ms = float(v) * 1e3
+    return f"{ms:.3g}" if ms < 1000 else f"{ms:,.0f}"
+
+
 def run_summary(doc: dict[str, Any]) -> RenderableType:
     """What a sweep measured: one row per level, and the warnings about the load generator."""
-    parts: list[RenderableType] = []
-    table = Table(title="steady-state points", title_justify="left")
-    cols = ("setup", "level", "X [1/s]", "mean R [s]", "p95 [s]", "errors")
-    tiers = ("web", "app", "db")
-    for col in (*cols, *(f"{t} CPU" for t in tiers), "client CPU"):
-        table.add_column(col, justify="left" if col == "setup" else "right")
-    for p in doc.get("points", []):
-        table.add_row(
-            p["setup"],
-            fmt(p["level"]),
-            fmt(p["throughput"], 4),
-            fmt(p["rt_mean"], 3),
-            fmt(p["rt_p95"], 3),
-            fmt(int(p["errors"])),
-            *(_percent(p.get(f"{t}.cpu_util")) for t in tiers),
-            fmt(p.get("client.cpu_cores"), 2),
-        )
-    parts.append(table)
+    points = doc.get("points", [])
+    tiers = point_tiers(points)
+    cols: list[Col] = []
+    if len({p["setup"] for p in points}) > 1:
+        cols.append(Col("setup", [str(p["setup"]) for p in points], justify="left"))
+    cols += [
+        Col("level", [_lv(p["level"]) for p in points]),
+        Col("X [1/s]", [fmt(p["throughput"], 4) for p in points]),
+        Col("mean R [ms]", [_ms_cell(p["rt_mean"]) for p in points]),
+        Col("p95 [ms]", [_ms_cell(p["rt_p95"]) for p in points]),
+        Col("errors", [fmt(int(p["errors"])) for p in points], drop=2),
+        *(Col(f"{t} CPU", [_percent(p.get(f"{t}.cpu_util")) for p in points], drop=3)
+          for t in tiers),
+        Col("client CPU [cores]", [fmt(p.get("client.cpu_cores"), 2) for p in points], drop=4),
+    ]  # fmt: skip
+    parts: list[RenderableType] = [
+        FittedTable(cols, title="steady-state points", more="points.parquet")
+    ]
     for w in doc.get("warnings", []):
         parts.append(Text(f"warning: {w}", style="yellow"))
     parts.append(Text(f"run folder: {doc.get('run_dir')} ({doc.get('status')})", style="dim"))
@@ -144,7 +229,7 @@ def run_summary(doc: dict[str, Any]) -> RenderableType:
 
 
 def _percent(v: Any) -> str:
-    return "—" if v is None else f"{100 * float(v):.0f}%"
+    return "—" if v is None or v != v else f"{100 * float(v):.0f}%"
 
 
 def _lv(v: Any) -> str:
@@ -155,32 +240,30 @@ def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
     """Where the run saturates, what limits it, which metrics warn, which episodes hurt.
 
     Reads an analysis document (PRODUCT.md §4.5); the runner's ``run`` and ``demo`` print it
-    after a sweep.
+    after a sweep. Causes come before details: the saturation curve per setup, the indicators,
+    the groups of episodes (trains, saturation intervals), then the first episodes themselves.
     """
     parts: list[RenderableType] = []
     if title:
         parts.append(Text(title, style="bold"))
     by_level = {(b["setup"], b["level"]): b for b in doc.get("bottlenecks", [])}
     for s in doc.get("saturation", []):
-        t = Table(
-            title=f"setup {s['setup']}: peak {fmt(s['peak_throughput'], 4)}/s at level "
+        curve = s["curve"]
+        cells = [by_level.get((s["setup"], c["level"])) for c in curve]
+        head = (
+            f"setup {s['setup']}: peak {fmt(s['peak_throughput'], 4)}/s at level "
             f"{_lv(s['peak_level'])}; saturated from {_lv(s['first_server_level'])}, knee "
             f"{_lv(s['knee_level'])}"
-            + (f", SLO met up to {_lv(s['slo_level'])}" if s.get("slo_level") is not None else ""),
-            title_justify="left",
+            + (f", SLO met up to {_lv(s['slo_level'])}" if s.get("slo_level") is not None else "")
         )
-        for col in ("level", "throughput [1/s]", "rt mean [s]", "label", "bottleneck"):
-            t.add_column(col, justify="right" if col != "bottleneck" else "left")
-        for c in s["curve"]:
-            b = by_level.get((s["setup"], c["level"]))
-            t.add_row(
-                _lv(c["level"]),
-                fmt(c["throughput"], 4),
-                fmt(c["rt_mean"], 3),
-                c["label"],
-                _bottleneck_cell(b),
-            )
-        parts.append(t)
+        cols = [
+            Col("level", [_lv(c["level"]) for c in curve]),
+            Col("X [1/s]", [fmt(c["throughput"], 4) for c in curve]),
+            Col("mean R [ms]", [_ms_cell(c["rt_mean"]) for c in curve], drop=2),
+            Col("label", [str(c["label"]) for c in curve], justify="left", drop=1),
+            Col("bottleneck", [_bottleneck_cell(b) for b in cells], justify="left"),
+        ]
+        parts.append(FittedTable(cols, title=head, more="analyze --json"))
         parts.append(
             Text(
                 f"  Th_0.95 = {fmt(s['th95'], 4)}, Th_limit = {fmt(s['th_limit'], 4)} "
@@ -191,38 +274,8 @@ def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
     if not doc.get("saturation"):
         for b in doc.get("bottlenecks", []):
             parts.append(Text(f"setup {b['setup']} level {_lv(b['level'])}: {_bottleneck_cell(b)}"))
-    good = [i for i in doc.get("indicators", []) if i["category"] == "reliable"]
-    if good:
-        parts.append(
-            Text("reliable indicators: " + ", ".join(i["metric"] for i in good[:8]), style="green")
-        )
-    bad = [i for i in doc.get("indicators", []) if i["category"] == "misleading"]
-    if bad:
-        parts.append(
-            Text("misleading metrics: " + ", ".join(i["metric"] for i in bad[:8]), style="yellow")
-        )
-    episodes = doc.get("episodes", [])
-    if episodes:
-        t = Table(title=f"{len(episodes)} episodes", title_justify="left")
-        for col in ("start [s]", "duration [s]", "tier", "resource", "kind", "root", "VLRT"):
-            t.add_column(
-                col, justify="left" if col in ("tier", "resource", "kind", "root") else "right"
-            )
-        for e in episodes[:12]:
-            t.add_row(
-                f"{e['start']:.2f}",
-                f"{e['duration']:.2f}",
-                e["tier"],
-                e["resource"],
-                e["kind"],
-                e["root_tier"],
-                str(e["vlrt_requests"]),
-            )
-        if len(episodes) > 12:
-            t.caption = f"… and {len(episodes) - 12} more (tierscope analyze --json)"
-        parts.append(t)
-    else:
-        parts.append(Text("no millibottleneck or saturation episodes", style="dim"))
+    parts += _indicator_lines(doc)
+    parts += _episode_parts(doc)
     v = doc.get("vlrt") or {}
     if v.get("count"):
         parts.append(
@@ -233,6 +286,75 @@ def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
         )
     parts += [Text(f"note: {n}", style="yellow") for n in doc.get("notes", [])]
     return Group(*parts)
+
+
+def _indicator_lines(doc: dict[str, Any]) -> list[Text]:
+    """Reliable, partially reliable and misleading metrics, those of the bottleneck tiers first
+    and then by the strength of their evidence; what the data could not tell, once."""
+    indicators = doc.get("indicators", [])
+    limiting = [(b.get("primary") or {}).get("tier") for b in doc.get("bottlenecks", [])]
+    first = {t: limiting.count(t) for t in limiting if t}
+
+    def order(i: dict[str, Any]) -> tuple[int, float, str]:
+        p = i.get("p_value")
+        return (-first.get(i.get("tier"), 0), 1.0 if p is None else p, i["metric"])
+
+    lines: list[Text] = []
+    for category, style, shown in (("reliable", "green", 6), ("partially reliable", "cyan", 4),
+                                   ("misleading", "yellow", 4)):  # fmt: skip
+        chosen = sorted((i for i in indicators if i["category"] == category), key=order)
+        if not chosen:
+            continue
+        named = []
+        for i in chosen[:shown]:
+            facts = [i["shape"]] if i.get("shape") else []
+            if i.get("p_value") is not None:
+                facts.append(f"p {i['p_value']:.2g}")
+            named.append(i["metric"] + (f" ({', '.join(facts)})" if facts else ""))
+        more = f", and {len(chosen) - shown} more" if len(chosen) > shown else ""
+        lines.append(
+            Text(f"{category} indicators ({len(chosen)}): {', '.join(named)}{more}", style=style)
+        )
+    insufficient = dict.fromkeys(i["insufficient"] for i in indicators if i.get("insufficient"))
+    lines += [Text(f"indicators: {why}", style="dim") for why in list(insufficient)[:2]]
+    return lines
+
+
+def _episode_parts(doc: dict[str, Any]) -> list[RenderableType]:
+    episodes = doc.get("episodes", [])
+    if not episodes:
+        return [Text("no millibottleneck or saturation episodes", style="dim")]
+    parts: list[RenderableType] = []
+    groups = doc.get("episode_groups", [])
+    if groups:
+        causes = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 0))
+        causes.add_column(no_wrap=True)
+        causes.add_column(ratio=1)
+        for g in groups[:10]:
+            causes.add_row("-", Text(g["summary"]))
+        title = f"{len(episodes)} episodes from {len(groups)} causes"
+        parts += [Text(title, style="bold"), causes]
+        if len(groups) > 10:
+            parts.append(Text(f"… and {len(groups) - 10} more causes (analyze --json)"))
+    shown = episodes[:8]
+    cols = [
+        Col("start [s]", [f"{e['start']:.2f}" for e in shown]),
+        Col("dur. [ms]", [f"{1e3 * e['duration']:.0f}" for e in shown]),
+        Col("tier/resource", [f"{e['tier']}/{e['resource']}" for e in shown], justify="left"),
+        Col("kind", [e["kind"] for e in shown], justify="left", drop=2),
+        Col("root", [str(e["root_tier"]) for e in shown], justify="left"),
+        Col("VLRT", [str(e["vlrt_requests"]) for e in shown], drop=1),
+    ]
+    rest = len(episodes) - len(shown)
+    parts.append(
+        FittedTable(
+            cols,
+            title=f"first {len(shown)} of {len(episodes)} episodes" if rest else "episodes",
+            caption=f"… and {rest} more" if rest else None,
+            more="analyze --json",
+        )
+    )
+    return parts
 
 
 def _bottleneck_cell(b: dict[str, Any] | None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierscope.errors import InputError
 from tierscope.qn.network import rate_multipliers
 from tierscope.spec.model import ClassSpec, Model, ServiceDist
 
@@ -18,6 +19,10 @@ from tierscope.spec.model import ClassSpec, Model, ServiceDist
 Rows = dict[int, dict[tuple[int, int], float]]
 
 ZERO = {"dist": "det", "mean": 0.0}
+#: What the engine simulates job by job (it refuses more); the analytic solvers take any size.
+MAX_SIM_JOBS = 100_000_000
+MAX_SIM_SERVERS = 1_000_000
+SIM_LIMIT_HINT = "at most {:,} {} to simulate one by one (`tierscope model solve` takes any size)"
 
 
 def _dist(v: float | ServiceDist) -> dict[str, Any]:
@@ -32,7 +37,10 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
     index = {n: i for i, n in enumerate(names)}
     joins = [s.name for s in model.stations if s.type == "join"]
     stations: list[dict[str, Any]] = []
-    for s in model.stations:
+    for k, s in enumerate(model.stations):
+        if (s.servers or 1) > MAX_SIM_SERVERS:
+            hint = SIM_LIMIT_HINT.format(MAX_SIM_SERVERS, "servers")
+            raise InputError(f"stations[{k}].servers", s.servers, hint)
         stations.append(
             {
                 "name": s.name,
@@ -112,6 +120,9 @@ def compile_model(model: Model, *, window: float, trace: bool = False) -> dict[s
                 }
             )
         else:
+            if (cl.population or 0) > MAX_SIM_JOBS:
+                hint = SIM_LIMIT_HINT.format(MAX_SIM_JOBS, "jobs")
+                raise InputError(f"classes[{c}].population", cl.population, hint)
             entry.append([])
             classes.append(
                 {

@@ -21,6 +21,7 @@ import numpy as np
 
 from tierscope import _native
 from tierscope.errors import InputError
+from tierscope.progress import step
 from tierscope.qn.network import Network
 from tierscope.qn.result import Solution
 from tierscope.sim import stats
@@ -173,6 +174,7 @@ def simulate(
             )
             if _precise(est, precision) or reached:
                 break
+            _report(est, precision, done_events, max_events)
             chunk = min(chunk * 2, max(1, (max_events - done_events) // replications))
             if streaming:
                 chunk = min(chunk, STREAM_CHUNK_MAX)
@@ -213,6 +215,14 @@ def simulate(
         "drops": {cname: float(d) for cname, d in zip(net.class_names, est["drops"], strict=True)},
     }
     return SimResult(solution, ci, stats_doc)
+
+
+def _report(est: dict[str, Any], precision: float, events: int, max_events: int) -> None:
+    """Progress: a half-width shrinks as 1/sqrt(events), so the events still needed are about
+    events x (worst relative half-width / precision)^2, capped by ``max_events``."""
+    worst = _worst_precision(est)
+    needed = events * (worst / precision) ** 2 if math.isfinite(worst) else max_events
+    step("simulating to the target precision", events, min(max(needed, events), max_events))
 
 
 def _chain_visits(est: dict[str, Any], chains: list[int]) -> np.ndarray:
@@ -295,16 +305,22 @@ def _estimate(series: list[_Series], C: int, M: int, confidence: float) -> dict[
     return out
 
 
-def _precise(est: dict[str, Any], precision: float) -> bool:
+def _worst_precision(est: dict[str, Any]) -> float:
+    """The largest relative half-width of a class throughput or response time (inf: none yet)."""
     X, R = est.get("X"), est.get("R")
     if X is None or R is None:
-        return False
+        return math.inf
     active = X > 0
     if not active.any():
-        return False
+        return math.inf
     rel_x = est["X_hw"][active] / X[active]
     rel_r = est["R_hw"][active] / np.maximum(R[active], 1e-300)
-    return bool(np.all(rel_x <= precision) and np.all(rel_r <= precision))
+    worst = float(max(np.max(rel_x), np.max(rel_r)))
+    return worst if math.isfinite(worst) else math.inf
+
+
+def _precise(est: dict[str, Any], precision: float) -> bool:
+    return _worst_precision(est) <= precision
 
 
 def _ci_doc(sol: Solution, est: dict[str, Any]) -> dict[str, Any]:

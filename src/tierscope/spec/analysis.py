@@ -53,10 +53,11 @@ class AnalysisOptions(BaseModel):
     dependence_alpha: OpenFraction = 0.05
     """Significance level of the permutation test of dependence between two resources."""
     permutations: Annotated[int, Field(ge=19, le=100_000)] = 999
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     # -- indicators (seed 000 §2.6-2.7)
-    change_p: OpenFraction = 0.01
-    """Significance of a trend change (F test of the segmented fit against a straight line)."""
+    change_p: OpenFraction = 0.05
+    """Significance of a trend change (permutation test of the segmented fits against a
+    straight line; ``permutations`` orderings, ``seed``)."""
     min_effect: OpenFraction = 0.1
     """Smallest trend change that counts, as a fraction of the metric's range."""
     # -- millibottlenecks (seed 003, seed 001 ch. IV)
@@ -162,7 +163,7 @@ class ResourceDoc(BaseModel):
     saturation_fraction: float
     state: Literal["full", "partial"]
     #: ``push-back``: a pool full because a hardware resource downstream is saturated.
-    role: Literal["bottleneck", "push-back"]
+    role: Literal["bottleneck", "client", "push-back", "host"]
     mean_utilization: float | None
 
 
@@ -203,6 +204,26 @@ class Bottleneck(BaseModel):
     evidence: str
 
 
+class IndicatorSetup(BaseModel):
+    """One metric on one setup: the fit behind its category."""
+
+    model_config = _DOC
+    category: Category
+    shape: str | None
+    breaks: list[float]
+    p_value: float | None
+    orderings: int | None
+    effect: float
+    separable: bool
+    direction: Literal["up", "down"] | None
+    threshold: float | None
+    shift_zone: list[float] | None
+    zone_places: list[int] | None
+    levels: int
+    evidence: str
+    insufficient: str | None
+
+
 class Indicator(BaseModel):
     model_config = _DOC
     metric: str
@@ -211,6 +232,14 @@ class Indicator(BaseModel):
     per_setup: dict[str, Category]
     counts: dict[str, int]
     evidence: str
+    shape: str | None = None
+    p_value: float | None = None
+    effect: float | None = None
+    direction: Literal["up", "down"] | None = None
+    threshold: float | None = None
+    setups: dict[str, IndicatorSetup] = {}
+    #: What the data cannot tell (one setup, too few levels), instead of a default verdict.
+    insufficient: str | None = None
 
 
 class IndicatorSet(BaseModel):
@@ -219,6 +248,7 @@ class IndicatorSet(BaseModel):
     metrics: list[str]
     covered: list[str]
     uncovered: list[str]
+    insufficient: str | None = None
 
 
 class PausedDoc(BaseModel):
@@ -272,6 +302,33 @@ class Vlrt(BaseModel):
     tier: str | None
 
 
+class EpisodeGroup(BaseModel):
+    """A cause behind several episodes (``tierscope.analysis.episodes.group_episodes``)."""
+
+    model_config = _DOC
+    kind: Literal["periodic", "saturation", "one-off"]
+    root_tier: str
+    resource: str
+    tiers: list[str]
+    count: int
+    stalls: int
+    period_s: float | None
+    period_spread_s: float | None
+    p_value: float | None
+    typical_duration_s: float
+    typical_pause_s: float | None
+    total_duration_s: float
+    busy_fraction: float | None
+    first: float
+    last: float
+    setups: list[str]
+    levels: list[float]
+    vlrt_requests: int
+    #: Indices into ``episodes``.
+    episodes: list[int]
+    summary: str
+
+
 class AnalysisDocument(BaseModel):
     """The whole of ``analysis.json``; the first five keys are PRODUCT.md §4.5."""
 
@@ -281,6 +338,7 @@ class AnalysisDocument(BaseModel):
     indicators: list[Indicator]
     episodes: list[Episode]
     vlrt: Vlrt
+    episode_groups: list[EpisodeGroup]
     indicator_sets: list[IndicatorSet]
     tier_loads: list[TierLoad]
     tiers: list[str]

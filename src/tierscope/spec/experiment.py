@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,13 +26,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tierscope.errors import SpecError
-from tierscope.spec._load import load_yaml
-
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
+from tierscope.errors import TEXT_CHARS, SpecError, clip
+from tierscope.spec._load import MAX_DEPTH, load_yaml, shape_problem
+from tierscope.spec._types import Integer, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 TIERS = ("web", "app", "db")
@@ -47,6 +44,79 @@ def parse_bytes(value: Any) -> int:
         raise ValueError(f"expected a size such as 256M or 1G, got {value!r}")
     scale = 1024 ** " kmgt".index((m.group(2) or " ").lower())
     return int(float(m.group(1)) * scale)
+
+
+def parse_cpus(text: str) -> set[int]:
+    """``"0-1,3"`` -> {0, 1, 3}; ValueError for anything else (``"3-1"``, ``"a"``)."""
+    cpus: set[int] = set()
+    spec = text.replace(" ", "")
+    if not re.fullmatch(r"\d{1,6}(-\d{1,6})?(,\d{1,6}(-\d{1,6})?)*", spec):
+        raise ValueError(f"expected CPUs such as '1' or '0-1,3', got {text!r}")
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        first, last = int(lo), int(hi or lo)
+        if last < first:
+            raise ValueError(f"expected CPU ranges low-high such as '0-3', got {text!r}")
+        cpus.update(range(first, last + 1))
+    return cpus
+
+
+def host_cpus() -> set[int]:
+    """The CPUs this process may run on (those a cpuset can name)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        try:
+            return parse_cpus(Path("/sys/devices/system/cpu/online").read_text().strip())
+        except (OSError, ValueError):
+            return set(range(os.cpu_count() or 1))
+
+
+def host_memory() -> int | None:
+    """Bytes of physical memory of this host (None where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _cpu_list(cpus: set[int]) -> str:
+    runs: list[str] = []
+    for c in sorted(cpus):
+        if runs and runs[-1].split("-")[-1] == str(c - 1):
+            runs[-1] = f"{runs[-1].split('-')[0]}-{c}"
+        else:
+            runs.append(str(c))
+    return ",".join(runs)
+
+
+def check_host(spec: ExperimentSpec, *, source: str) -> None:
+    """Refuse limits this host cannot honour (a cpuset naming a CPU it lacks, a memory limit
+    above its memory), naming the field: found before anything is deployed, not as an error
+    of a cgroup write."""
+    cpus, memory = host_cpus(), host_memory()
+    problems: list[tuple[str, str]] = []
+    for tier, t in spec.system.tiers.items():
+        where = f"system.tiers.{tier}"
+        if t.cpuset is not None:
+            missing = parse_cpus(t.cpuset) - cpus
+            if missing:
+                problems.append(
+                    (
+                        f"{where}.cpuset",
+                        f"CPU {_cpu_list(missing)} is not available on this host "
+                        f"(CPUs: {_cpu_list(cpus)})",
+                    )
+                )
+        if t.memory is not None and memory is not None and t.memory > memory:
+            problems.append(
+                (
+                    f"{where}.memory",
+                    f"{t.memory:,} bytes is more than this host's memory ({memory:,} bytes)",
+                )
+            )
+    if problems:
+        raise SpecError(source, problems)
 
 
 class TierSpec(BaseModel):
@@ -80,7 +150,12 @@ class TierSpec(BaseModel):
     @field_validator("memory", mode="before")
     @classmethod
     def _size(cls, v: Any) -> Any:
-        return None if v is None else parse_bytes(v)
+        if v is None:
+            return None
+        size = parse_bytes(v)
+        if size <= 0:
+            raise ValueError(f"expected a memory limit > 0 such as 256M or 1G, got {v!r}")
+        return size
 
     @field_validator("cpu_cost", "io_cost", mode="before")
     @classmethod
@@ -90,8 +165,8 @@ class TierSpec(BaseModel):
     @field_validator("cpuset")
     @classmethod
     def _cpuset(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", v.replace(" ", "")):
-            raise ValueError(f"expected CPUs such as '1' or '0-1,3', got {v!r}")
+        if v is not None:
+            parse_cpus(v)
         return v
 
 
@@ -101,7 +176,7 @@ class SystemSpec(BaseModel):
     kind: Literal["embedded", "webstack"] = "embedded"
     topology: str = Field("1/1/1", description="replicas web/app/db, e.g. 1/2/1")
     tiers: dict[Literal["web", "app", "db"], TierSpec] = Field(default_factory=dict)
-    seed: int = Field(1, description="seed of the database contents")
+    seed: Integer = Field(1, description="seed of the database contents")
 
     @field_validator("topology")
     @classmethod
@@ -145,14 +220,34 @@ class LevelRange(BaseModel):
         return [self.start + i * self.step for i in range(n + 1)]
 
 
+#: Run and setup names become folder names: letters, digits, '-', '_', '.' ('+' in setups),
+#: no leading dot (so never '.' or '..'), no '/'.
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
+_SETUP_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,99}")
+
+
+def _check_name(v: str, pattern: re.Pattern[str], extra: str = "") -> str:
+    if not pattern.fullmatch(v):
+        raise ValueError(
+            f"expected a name of letters, digits, '-', '_', '.'{extra} (at most 100, not "
+            f"starting with '.'), got {v!r}"
+        )
+    return v
+
+
 class SetupSpec(BaseModel):
     model_config = _STRICT
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.+-]+$")]
+    name: str
     set: dict[str, Any] = Field(default_factory=dict, description="overrides: path -> value")
     plus_one_of: str | None = Field(
         None, description="this setup is the '+1 node' companion of that setup (margin M)"
     )
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        return _check_name(v, _SETUP_NAME, ", '+'")
 
 
 class SweepSpec(BaseModel):
@@ -251,6 +346,11 @@ class ExperimentSpec(BaseModel):
     monitor: MonitorSpec = Field(default_factory=MonitorSpec)  # type: ignore[arg-type]
     faults: list[FaultSpec] = Field(default_factory=list)
 
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        return _check_name(v, _NAME)
+
     @model_validator(mode="after")
     def _faults_fit_topology(self) -> ExperimentSpec:
         for f in self.faults:
@@ -276,7 +376,14 @@ def parse_override(text: str) -> tuple[str, Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
-        value = raw
+        value = raw  # not YAML: the text itself
+    except RecursionError:
+        raise SpecError("--set", [(path, f"nested more than {MAX_DEPTH} levels deep")]) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date such as 2001-13-45
+        raise SpecError("--set", [(path, f"malformed YAML: {exc}")]) from None
+    problem = shape_problem(value)
+    if problem is not None:
+        raise SpecError("--set", [(path, problem)])
     return path, value
 
 
@@ -343,9 +450,12 @@ def load_experiment(
         apply_override(doc, key, value, source=f"{source} (--set {text})")
     try:
         spec = parse_experiment(doc, source=source)
+        for setup in setup_specs(spec, doc, source=source).values():
+            check_host(setup, source=source)
     except SpecError as exc:
         if overrides:
-            exc.args = (exc.args[0] + "\n(after --set " + ", ".join(overrides) + ")",)
+            given = clip(", ".join(overrides), TEXT_CHARS)
+            exc.args = (exc.args[0] + "\n(after --set " + given + ")",)
         raise
     return spec, doc
 

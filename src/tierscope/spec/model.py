@@ -12,6 +12,7 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -23,12 +24,32 @@ from pydantic import (
 )
 
 from tierscope.errors import SpecError
-
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+from tierscope.spec._types import NonNegFloat, NotBool, Probability
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+#: Most jobs of a class, servers or buffer places of a station (sums of them stay in int64).
+MAX_JOBS = 10**15
+#: Most phases, retries or join quorum.
+MAX_COUNT = 10**6
+#: Times (seconds), rates (per second) and rate multipliers lie in [TINY, HUGE] or are 0: the
+#: solvers' arithmetic (1/D, D^N, N/D) stays finite for every population up to MAX_JOBS.
+TINY, HUGE = 1e-9, 1e9
+
+
+def _zero_or_not_tiny(v: float) -> float:
+    if 0 < v < TINY:
+        raise ValueError(f"expected 0 or a value of at least {TINY:g}, got {v!r}")
+    return v
+
+
+Amount = Annotated[
+    float, NotBool, Field(ge=0, le=HUGE, allow_inf_nan=False), AfterValidator(_zero_or_not_tiny)
+]
+PositiveAmount = Annotated[float, NotBool, Field(ge=TINY, le=HUGE, allow_inf_nan=False)]
+Jobs = Annotated[int, NotBool, Field(ge=0, le=MAX_JOBS)]
+PositiveJobs = Annotated[int, NotBool, Field(ge=1, le=MAX_JOBS)]
+Count = Annotated[int, NotBool, Field(ge=0, le=MAX_COUNT)]
+PositiveCount = Annotated[int, NotBool, Field(ge=1, le=MAX_COUNT)]
 
 
 class ServiceDist(BaseModel):
@@ -37,14 +58,14 @@ class ServiceDist(BaseModel):
     model_config = _STRICT
 
     dist: Literal["exp", "det", "erlang", "hyperexp", "lognormal", "uniform", "ph", "empirical"]
-    mean: PositiveFloat | None = None
-    scv: NonNegFloat | None = None
-    k: Annotated[int, Field(ge=1)] | None = None
-    low: NonNegFloat | None = None
-    high: PositiveFloat | None = None
+    mean: PositiveAmount | None = None
+    scv: Annotated[NonNegFloat, Field(le=1e6)] | None = None
+    k: PositiveCount | None = None
+    low: Amount | None = None
+    high: PositiveAmount | None = None
     alpha: list[Probability] | None = None
     T: list[list[float]] | None = None
-    samples: list[NonNegFloat] | None = None
+    samples: list[Amount] | None = None
 
     @model_validator(mode="after")
     def _parameters_match_family(self) -> ServiceDist:
@@ -111,7 +132,7 @@ def _service_tag(v: Any) -> str:
 
 
 ServiceValue = Annotated[
-    Annotated[PositiveFloat, Tag("number")] | Annotated[ServiceDist, Tag("dist")],
+    Annotated[PositiveAmount, Tag("number")] | Annotated[ServiceDist, Tag("dist")],
     Discriminator(_service_tag),
 ]
 
@@ -122,7 +143,7 @@ class Retry(BaseModel):
     model_config = _STRICT
 
     timeout: ServiceValue
-    max_retries: Annotated[int, Field(ge=0)] = 3
+    max_retries: Count = 3
 
 
 class Station(BaseModel):
@@ -132,15 +153,15 @@ class Station(BaseModel):
 
     name: Annotated[str, Field(min_length=1)]
     type: Literal["queue", "delay", "fork", "join"] = "queue"
-    servers: Annotated[int, Field(ge=1)] = 1
+    servers: PositiveJobs = 1
     discipline: Literal["fcfs", "ps"] = "fcfs"
-    rates: Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
-    capacity: Annotated[int, Field(ge=1)] | None = None
+    rates: Annotated[list[PositiveAmount], Field(min_length=1)] | None = None
+    capacity: PositiveJobs | None = None
     on_full: Literal["drop", "block"] | None = None
     retry: Retry | None = None
     branches: list[str] | None = None
     join: str | None = None
-    quorum: Annotated[int, Field(ge=1)] | None = None
+    quorum: PositiveCount | None = None
 
     @model_validator(mode="after")
     def _fields_fit_type(self) -> Station:
@@ -169,12 +190,12 @@ class ClassSpec(BaseModel):
     model_config = _STRICT
 
     name: Annotated[str, Field(min_length=1)]
-    population: Annotated[int, Field(ge=0)] | None = None
-    arrival_rate: NonNegFloat | None = None
-    think_time: NonNegFloat = 0.0
-    visits: dict[str, NonNegFloat] | None = None
+    population: Jobs | None = None
+    arrival_rate: Amount | None = None
+    think_time: Amount = 0.0
+    visits: dict[str, Amount] | None = None
     service: dict[str, ServiceValue] | None = None
-    demands: dict[str, NonNegFloat] | None = None
+    demands: dict[str, Amount] | None = None
     routing: dict[str, dict[str, Probability]] | None = None
     entry: dict[str, Probability] | None = None
     reference: str | None = None
@@ -236,11 +257,11 @@ class Perturbation(BaseModel):
     model_config = _STRICT
 
     station: str
-    factor: NonNegFloat
-    start: NonNegFloat
-    duration: PositiveFloat
-    period: PositiveFloat | None = None  # repeat every period ...
-    until: PositiveFloat | None = None  # ... up to this time (default: forever)
+    factor: Amount
+    start: Amount
+    duration: PositiveAmount
+    period: PositiveAmount | None = None  # repeat every period ...
+    until: PositiveAmount | None = None  # ... up to this time (default: forever)
 
     @model_validator(mode="after")
     def _period_covers_duration(self) -> Perturbation:
@@ -259,8 +280,8 @@ class Schedule(BaseModel):
     model_config = _STRICT
 
     class_: Annotated[str, Field(alias="class")]
-    times: Annotated[list[NonNegFloat], Field(min_length=1)]
-    values: Annotated[list[NonNegFloat], Field(min_length=1)]
+    times: Annotated[list[Amount], Field(min_length=1)]
+    values: Annotated[list[Annotated[NonNegFloat, Field(le=MAX_JOBS)]], Field(min_length=1)]
 
     @model_validator(mode="after")
     def _aligned(self) -> Schedule:
@@ -380,6 +401,14 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
             mass = sum(cl.entry.values())
             if abs(mass - 1) > 1e-9:
                 errors.append((f"{base}.entry", f"probabilities must sum to 1, not {mass:g}"))
+        if cl.population and cl.think_time == 0 and _no_demand(cl):
+            errors.append(
+                (
+                    base,
+                    f"class '{cl.name}' has jobs but no demand and no think time: its throughput "
+                    "would be unbounded (give a demand or a think_time > 0)",
+                )
+            )
         if cl.visits is not None and cl.service is not None:
             for st_name, v in cl.visits.items():
                 if v > 0 and st_name not in cl.service:
@@ -402,6 +431,16 @@ def _cross_reference_errors(model: Model) -> list[tuple[str, str]]:
                         (f"{base}.service", f"missing service time for station '{st_name}'")
                     )
     return errors
+
+
+def _no_demand(cl: ClassSpec) -> bool:
+    """Whether the class's own demands or visits ask no time anywhere (routing: never known
+    here; the compiled network checks it)."""
+    if cl.demands is not None:
+        return not any(d > 0 for d in cl.demands.values())
+    if cl.visits is not None and cl.service is not None:
+        return not any(v > 0 and k in cl.service for k, v in cl.visits.items())
+    return False
 
 
 def _switch_errors(

@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tierscope.errors import SpecError
 from tierscope.spec._load import load_yaml
-
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+from tierscope.spec._types import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Probability
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -252,7 +249,7 @@ class Workload(BaseModel):
     description: str | None = None
     mode: Mode = "closed"
     #: Default load level of each mode (overridden by the caller's level).
-    users: Annotated[int, Field(ge=0)] | None = None
+    users: NonNegInt | None = None
     rate: NonNegFloat | None = None
     session_rate: NonNegFloat | None = None
     arrival: Literal["poisson", "constant"] = "poisson"
@@ -261,7 +258,7 @@ class Workload(BaseModel):
     base_url: str | list[str] | None = None
     connection: Literal["keep-alive", "per-session", "per-request"] = "keep-alive"
     #: Partly open: sessions in progress beyond which arrivals are turned away.
-    max_sessions: Annotated[int, Field(ge=1)] | None = None
+    max_sessions: PositiveInt | None = None
     interactions: list[Interaction] = Field(min_length=1)
     mixes: dict[str, Mix] = Field(default_factory=dict)
     mix: str | None = None

@@ -23,10 +23,28 @@ from tierscope.store._run import RunWriter
 __all__ = ["import_csv"]
 
 
+#: Longest header line read (a longer one is not a header of these files).
+MAX_HEADER_BYTES = 64 * 1024
+#: Largest epoch seconds accepted: the last second of the year 9999.
+EPOCH_MAX = 253_402_300_799.0
+
+
 def _read(path: Path, kind: str) -> pl.DataFrame:
     src = str(path)
     if not path.is_file():
         raise InputError(f"--{kind}", src, "an existing CSV file", source=src)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(MAX_HEADER_BYTES + 1)
+    except OSError as exc:
+        raise InputError("file", src, f"a readable CSV file ({exc.strerror})", source=src) from None
+    if len(head) > MAX_HEADER_BYTES and b"\n" not in head:
+        raise InputError(
+            "header",
+            head[:80].decode("utf-8", "replace"),
+            f"a header line shorter than {MAX_HEADER_BYTES // 1024} KiB",
+            source=src,
+        )
     try:
         frame = pl.read_csv(path, infer_schema=False, null_values=[""], truncate_ragged_lines=False)
     except pl.exceptions.NoDataError:
@@ -109,6 +127,14 @@ def _times(frame: pl.DataFrame, kind: str, src: str) -> tuple[pl.DataFrame, bool
             col_abs = bool(values.select((pl.col("n") >= EPOCH_MIN).any()).item())
             if col_abs and not bool(values.select((pl.col("n") >= EPOCH_MIN).all()).item()):
                 _bad(frame, numeric < EPOCH_MIN, col, "epoch seconds like the other rows", src)
+            _bad(
+                frame,
+                numeric.abs() > EPOCH_MAX,
+                col,
+                "seconds (Unix epoch seconds end in the year 9999; for epoch milliseconds "
+                "divide by 1000)",
+                src,
+            )
             expr = numeric
         else:
             parsed = raw.str.to_datetime(time_zone="UTC", strict=False)
@@ -193,11 +219,14 @@ def _check_requests(frame: pl.DataFrame, src: str) -> pl.DataFrame:
 
 def _check_points(frame: pl.DataFrame, src: str) -> pl.DataFrame:
     _bad(frame, pl.col("level").is_null(), "level", "a number (the cell is empty)", src)
+    _bad(frame, ~pl.col("level").is_finite(), "level", "a finite number", src)
     _bad(
         frame,
-        pl.col("throughput").is_null() | (pl.col("throughput") < 0),
+        pl.col("throughput").is_null()
+        | ~pl.col("throughput").is_finite()
+        | (pl.col("throughput") < 0),
         "throughput",
-        "a number >= 0",
+        "a finite number >= 0",
         src,
     )
     if {"t_start", "t_end"} <= set(frame.columns):

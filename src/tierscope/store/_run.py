@@ -66,15 +66,14 @@ class RunWriter:
         seed: int | None = None,
         options: dict[str, Any] | None = None,
     ) -> RunWriter:
-        """Create the folder ``run_dir`` (new, or existing and empty) and its ``run.json``."""
+        """Create the folder ``run_dir`` (new, or existing and empty) and its ``run.json``.
+
+        The folder is claimed atomically, before anything else is done: ``mkdir`` of a new
+        folder, then an exclusive create of ``run.json`` in it, so of two commands given the
+        same folder exactly one gets it and the other gets an :class:`InputError`.
+        """
         path = Path(run_dir)
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise InputError("run_dir", str(path), "a new or empty folder")
-        created = not path.exists()
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InputError("run_dir", str(path), f"a folder that can be created ({exc})") from exc
+        created = _claim(path)
         info: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "kind": kind,
@@ -241,6 +240,35 @@ class RunWriter:
         os.replace(tmp, self.path / RUN_JSON)
 
 
+def _claim(path: Path) -> bool:
+    """Make ``path`` this process's run folder; returns whether the folder was created."""
+    taken = "a new or empty folder"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir()
+        created = True
+    except FileExistsError:
+        if not path.is_dir() or any(path.iterdir()):
+            raise InputError("run_dir", str(path), taken) from None
+        created = False
+    except OSError as exc:
+        raise InputError(
+            "run_dir", str(path), f"a folder that can be created ({exc.strerror or exc})"
+        ) from None
+    try:
+        # The claim: whoever creates run.json first owns the folder.
+        os.close(os.open(path / RUN_JSON, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        raise InputError("run_dir", str(path), f"{taken} (another command took it)") from None
+    except OSError as exc:
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        raise InputError(
+            "run_dir", str(path), f"a folder that can be written ({exc.strerror or exc})"
+        ) from None
+    return created
+
+
 def _finite(doc: Any) -> Any:
     """``doc`` with NaN and infinities replaced by None (JSON has no such numbers)."""
     if isinstance(doc, float):
@@ -269,14 +297,41 @@ class Run:
 
 
 def scan_table(run_dir: str | os.PathLike[str], table: str) -> pl.LazyFrame | None:
-    """A lazy view of one table of a run (from its parts if the writer never finished it)."""
+    """A lazy view of one table of a run (from its parts if the writer never finished it).
+
+    A file whose Parquet footer cannot be read raises :class:`InputError` naming it; damage
+    further in shows when the frame is collected (:func:`read_run` names the file then too).
+    """
     check_table(table)
     path = Path(run_dir)
     final = path / f"{table}.parquet"
-    if final.is_file():
-        return pl.scan_parquet(final)
-    parts = sorted((path / PARTS / table).glob("part-*.parquet"))
-    return pl.scan_parquet(parts) if parts else None
+    files = [final] if final.is_file() else sorted((path / PARTS / table).glob("part-*.parquet"))
+    for file in files:
+        try:
+            pl.read_parquet_schema(file)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise _damaged(file, exc) from None
+    if not files:
+        return None
+    return pl.scan_parquet(files[0] if files[0] == final else files)
+
+
+def _damaged(file: Path, exc: BaseException) -> InputError:
+    return InputError(
+        "table",
+        str(file),
+        f"a readable Parquet file (this one is damaged: {type(exc).__name__}: {exc})",
+        source=str(file),
+    )
+
+
+def _collect(run_dir: Path, table: str, lf: pl.LazyFrame) -> pl.DataFrame:
+    try:
+        return lf.collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        final = run_dir / f"{table}.parquet"
+        damaged = final if final.is_file() else run_dir / PARTS / table
+        raise _damaged(damaged, exc) from None
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> Run:
@@ -286,11 +341,15 @@ def read_run(run_dir: str | os.PathLike[str]) -> Run:
     if not info_file.is_file():
         raise InputError("run_dir", str(path), f"a run folder (with {RUN_JSON})")
     try:
-        info = json.loads(info_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(RUN_JSON, str(info_file), f"valid JSON ({exc})") from exc
+        info = json.loads(info_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise InputError(RUN_JSON, str(info_file), f"valid JSON ({exc})") from None
+    except OSError as exc:
+        raise InputError(RUN_JSON, str(info_file), f"a readable file ({exc.strerror})") from None
+    if not isinstance(info, dict):
+        raise InputError(RUN_JSON, str(info_file), "a JSON object")
     tables = {}
     for table in TABLES:
         lf = scan_table(path, table)
-        tables[table] = None if lf is None else lf.collect()
+        tables[table] = None if lf is None else _collect(path, table, lf)
     return Run(path=path, info=info, **tables)

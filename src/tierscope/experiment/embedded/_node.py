@@ -1,6 +1,7 @@
 """What every embedded tier process shares: its JSON config, costs, readiness and shutdown.
 
-A tier process is started as ``python -m tierscope.experiment.embedded.<tier> CONFIG.json``.
+A tier process runs ``tierscope.experiment.embedded.<tier> CONFIG.json`` as ``__main__``, started
+isolated (:func:`tierscope.experiment.processes.python_argv`; by hand, ``python -m`` works).
 The config names the files the runner reads (gauges, request log, ready file) and the tier's
 knobs; when the process listens, it writes ``{"port": N, "pid": P}`` to the ready file (the
 runner lets the kernel pick free ports, so a port in use never breaks a run).

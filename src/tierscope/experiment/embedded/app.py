@@ -36,8 +36,12 @@ class DbError(Exception):
 class DbPool:
     """Blocking connection pools to the database replicas, shared by the worker threads."""
 
-    def __init__(self, replicas: list[tuple[str, int]], size: int, gauges: Gauges) -> None:
+    def __init__(
+        self, replicas: list[tuple[str, int]], size: int, gauges: Gauges, token: str
+    ) -> None:
         self.replicas = replicas
+        # Sent first on every new connection (the db tier's authentication, see its module).
+        self.hello = json.dumps({"auth": token}).encode() + b"\n"
         self.pools: list[queue.LifoQueue] = []
         for _ in replicas:
             q: queue.LifoQueue = queue.LifoQueue()
@@ -56,6 +60,7 @@ class DbPool:
                 sock = socket.create_connection(self.replicas[i], timeout=60)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn = (sock, sock.makefile("rb"))
+                msg = self.hello + msg  # one write: no extra round trip
             try:
                 conn[0].sendall(msg)
                 line = conn[1].readline()
@@ -270,7 +275,7 @@ class App:
             self.gauges = Gauges(
                 cfg["gauges"], workers=self.workers, pool_size=pool * len(replicas)
             )
-            self.db = DbPool(replicas, pool, self.gauges)
+            self.db = DbPool(replicas, pool, self.gauges, str(cfg.get("db_token", "")))
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="worker")
         self.queue_limit = int(cfg.get("queue_limit") or 0)
         self.in_tier = 0

@@ -1,6 +1,9 @@
 """Database tier: a query server over TCP backed by SQLite (one thread per client connection).
 
-Protocol: one JSON object per line in each direction. A request is
+Protocol: one JSON object per line in each direction. A connection's first line must be
+``{"auth": token}`` with the token the runner made for this deployment (given to the app tier
+only); any other first line is answered ``{"error": "authentication required"}`` and the
+connection is closed, so no other local process can run queries. Then a request is
 ``{"r": request_id, "i": interaction, "q": query_name, "a": [args], "w": share}`` and the answer
 ``{"rows": [...]}`` or ``{"error": "..."}``. ``share`` is this query's share of the interaction's
 configured database cost (the app splits the cost over the queries it sends), so a tier's
@@ -14,6 +17,7 @@ query, with the query name as ``detail``) and counted in the gauges while it is 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import queue
@@ -28,10 +32,15 @@ from tierscope.experiment.embedded import _node
 from tierscope.experiment.embedded._instrument import Gauges, RequestLog, burn, write_io
 from tierscope.experiment.embedded.data import QUERIES
 
+#: How long a new connection may take to authenticate, and the longest first line read.
+AUTH_TIMEOUT_S = 10.0
+MAX_AUTH_LINE = 4096
+
 
 class QueryServer:
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.cfg = cfg
+        self.token = str(cfg["token"]).encode()  # no token, no server
         self.costs = _node.costs_of(cfg)
         self.workers = int(cfg.get("workers", 32))
         self.gauges = Gauges(cfg["gauges"], workers=self.workers, pool_size=self.workers)
@@ -76,9 +85,27 @@ class QueryServer:
             with self.gauges.count("pool_busy"):
                 self._serve_connection(conn, db)
 
+    def _authenticated(self, conn: socket.socket, reader: Any) -> bool:
+        """Whether the connection's first line carries this deployment's token."""
+        conn.settimeout(AUTH_TIMEOUT_S)  # a silent client must not hold a worker for long
+        try:
+            line = reader.readline(MAX_AUTH_LINE)
+            given = json.loads(line).get("auth")
+            ok = isinstance(given, str) and hmac.compare_digest(given.encode(), self.token)
+        except (OSError, ValueError, AttributeError):
+            ok = False
+        if not ok:
+            with contextlib.suppress(OSError):
+                conn.sendall(b'{"error": "authentication required"}\n')
+            return False
+        conn.settimeout(None)
+        return True
+
     def _serve_connection(self, conn: socket.socket, db: sqlite3.Connection) -> None:
         reader = conn.makefile("rb")
         try:
+            if not self._authenticated(conn, reader):
+                return
             for line in reader:
                 start = time.monotonic()
                 self.gauges.add("arrivals")

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
+from tierscope.experiment.embedded._instrument import decode_field
 from tierscope.experiment.processes import Supervisor
 from tierscope.spec.experiment import SystemSpec
 
@@ -70,7 +71,13 @@ def process_group_members(pgids: list[int]) -> list[int]:
 
 
 class CsvTail:
-    """Reads the rows appended to a tier's request log since the previous call."""
+    """Reads the rows appended to a tier's request log since the previous call.
+
+    A line that is not a record (wrong number of fields, a time that is not a number, bytes that
+    are not UTF-8, a bad escape) is skipped and counted in :attr:`skipped`, never an error: the
+    log holds what clients sent, and no single request may fail a run. The text fields are
+    decoded as :class:`~tierscope.experiment.embedded._instrument.RequestLog` encoded them.
+    """
 
     SCHEMA: ClassVar[dict[str, pl.DataType]] = {
         "request_id": pl.String(),
@@ -80,11 +87,13 @@ class CsvTail:
         "status": pl.String(),
         "detail": pl.String(),
     }
+    TEXT = ("request_id", "interaction", "status", "detail")
 
     def __init__(self, path: Path, *, header: bool = True) -> None:
         self.path = path
         self.offset = 0
         self.header = header
+        self.skipped = Skipped()
 
     def raw(self) -> bytes:
         """The complete lines added since the last call (a partial last line waits)."""
@@ -110,9 +119,86 @@ class CsvTail:
         data = self.raw()
         if not data:
             return pl.DataFrame(schema=self.SCHEMA)
-        return pl.read_csv(
-            data, has_header=False, new_columns=list(self.SCHEMA), schema=self.SCHEMA
-        )
+        try:
+            frame = pl.read_csv(
+                data,
+                has_header=False,
+                new_columns=list(self.SCHEMA),
+                schema=self.SCHEMA,
+                quote_char=None,
+            )
+            ok = frame.select(
+                pl.col("start").is_not_null()
+                & pl.col("end").is_not_null()
+                & pl.col("status").is_not_null()
+            ).to_series()
+            if not ok.all() or frame.height != data.count(b"\n"):
+                raise ValueError("a line is not a record")
+            frame = self._decoded(frame)
+        except (pl.exceptions.PolarsError, ValueError):
+            frame = self._by_line(data)  # rare: keep every good line, count the others
+        return frame
+
+    def _decoded(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Encoded fields decoded (ValueError for a bad escape); most logs have none."""
+        for c in self.TEXT:
+            if frame[c].str.contains("%", literal=True).any():
+                values = [None if v is None else decode_field(v) for v in frame[c].to_list()]
+                frame = frame.with_columns(pl.Series(c, values, dtype=pl.String))
+        return frame
+
+    def _by_line(self, data: bytes) -> pl.DataFrame:
+        rows = []
+        for line in data.split(b"\n")[:-1]:  # raw() returns whole lines only
+            try:
+                rid, interaction, start, end, status, detail = line.decode("utf-8").split(",")
+                if not status:
+                    raise ValueError("no status")
+                rows.append(
+                    (
+                        decode_field(rid) or None,
+                        decode_field(interaction) or None,
+                        float(start),
+                        float(end),
+                        decode_field(status),
+                        decode_field(detail) or None,
+                    )
+                )
+            except ValueError:  # wrong field count, a bad number, UTF-8 or escape
+                self.skipped.add(line)
+        return pl.DataFrame(rows, schema=self.SCHEMA, orient="row")
+
+
+class Skipped:
+    """Lines of a request log that were not records: how many, and the first one (shortened)."""
+
+    EXAMPLE_CHARS = 200
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.example: str | None = None
+
+    def add(self, line: bytes) -> None:
+        self.count += 1
+        if self.example is None:
+            self.example = repr(line[: self.EXAMPLE_CHARS])
+
+    def take(self) -> tuple[int, str | None]:
+        """The count and example so far, and start counting anew."""
+        out = (self.count, self.example)
+        self.count, self.example = 0, None
+        return out
+
+
+def skipped_records(node: Node) -> list[dict[str, Any]]:
+    """What each of ``node``'s request logs skipped since the last call, for the run's events."""
+    out = []
+    for source in node.request_sources:
+        skipped = getattr(source, "skipped", None)
+        if isinstance(skipped, Skipped) and skipped.count:
+            count, example = skipped.take()
+            out.append({"node": node.name, "lines": count, "example": example})
+    return out
 
 
 def deployed_as(system: SystemSpec) -> dict[str, Any]:

@@ -5,6 +5,10 @@ replica, then ``web`` replicas pointed at every app replica; the load generator 
 web replica. Each replica runs ``processes`` OS processes sharing one port (SO_REUSEPORT), by
 default as many as its CPU quota can keep busy, because one Python process uses at most one core.
 
+Each deployment makes a secret token: the db replicas answer only connections that present it
+first, and only the app replicas are given it (in their 0600 config files), so no other local
+process can run the database's queries.
+
 Default per-interaction costs make the database the bottleneck of the default topology with the
 quotas of ``examples/demo.yaml``; any tier can be made the bottleneck with ``cpu`` and ``cpu_cost``.
 """
@@ -13,13 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
+import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded.data import database_copy
-from tierscope.experiment.processes import Supervisor
+from tierscope.experiment.processes import Supervisor, python_argv
 from tierscope.experiment.targets import CsvTail, Deployment, Node
 from tierscope.spec.experiment import SystemSpec, TierSpec
 
@@ -68,6 +73,14 @@ def node_cgroup(
     return cgroup
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` readable by its owner only (a tier's config may hold a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)  # an existing file keeps its mode otherwise
+        fh.write(text)
+
+
 def spawn_tier_processes(
     supervisor: Supervisor,
     node: Node,
@@ -88,10 +101,10 @@ def spawn_tier_processes(
             k: workdir / f"{label}.{v}" for k, v in {**suffixes, **(extra_files or {})}.items()
         }
         cfg_file = workdir / f"{label}.json"
-        cfg_file.write_text(
-            json.dumps({**cfg, **{k: str(v) for k, v in files.items()}, "port": port})
+        write_private(
+            cfg_file, json.dumps({**cfg, **{k: str(v) for k, v in files.items()}, "port": port})
         )
-        argv = [sys.executable, "-m", f"tierscope.experiment.embedded.{node.tier}", str(cfg_file)]
+        argv = python_argv(f"tierscope.experiment.embedded.{node.tier}", str(cfg_file))
         proc = supervisor.spawn(label, argv, node=node.cgroup)
         port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
         node.pgids.append(proc.pid)
@@ -106,6 +119,7 @@ def start_embedded(
 ) -> Deployment:
     nodes: list[Node] = []
     endpoints: dict[str, list[tuple[str, int]]] = {}
+    token = secrets.token_hex(24)
     for tier in ("db", "app", "web"):
         spec = system.tier(tier)
         endpoints[tier] = []
@@ -116,8 +130,10 @@ def start_embedded(
             cfg = tier_config(tier, spec)
             if tier == "db":
                 cfg["database"] = str(database_copy(workdir / f"{name}.sqlite", seed=system.seed))
+                cfg["token"] = token
             elif tier == "app":
                 cfg["db"] = endpoints["db"]
+                cfg["db_token"] = token
             else:
                 cfg["app"] = endpoints["app"]
             port, _ = spawn_tier_processes(supervisor, node, cfg, workdir, processes_for(spec))

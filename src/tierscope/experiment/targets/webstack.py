@@ -5,10 +5,17 @@ node's cgroup: PostgreSQL (``initdb`` + ``postgres`` in the foreground as the ``
 user, initdb refuses root), the app replicas (the embedded app tier with its PostgreSQL
 backend), and nginx (``daemon off``, load-balancing to the app replicas over keep-alive).
 
-Per-tier records: nginx's access log (``$msec``, ``$request_time``, ``$upstream_response_time``
-and the client's ``X-Request-Id``; its wall-clock times are converted to CLOCK_MONOTONIC with
-an offset measured at start), the app tier's own log, and for the database each query as timed
-by the app (PostgreSQL keeps no per-query log of ours). Gauges: the app's; nginx's
+Nothing is open to other local users: PostgreSQL asks every client for a password
+(SCRAM-SHA-256) that is made for the run and known only to the run (the app tier reads it from
+its 0600 config file; it is never written to the run folder), its socket is in a 0700 folder,
+and nginx's workers run as ``nobody`` (the master, which only reads the configuration and opens
+the logs and the port, stays root).
+
+Per-tier records: nginx's access log (``$msec``, ``$request_time`` and the client's
+``X-Request-Id``, one JSON object per line, so a request id is data whatever it holds; its
+wall-clock times are converted to CLOCK_MONOTONIC with an offset measured at start), the app
+tier's own log, and for the database each query as timed by the app (PostgreSQL keeps no
+per-query log of ours). Gauges: the app's; nginx's
 ``stub_status`` (requests being processed) and PostgreSQL's ``pg_stat_activity`` (active
 backends) and ``pg_stat_database`` (transactions, blocks read, tuples) sampled by the monitor.
 """
@@ -16,7 +23,10 @@ backends) and ``pg_stat_database`` (transactions, blocks read, tuples) sampled b
 from __future__ import annotations
 
 import contextlib
+import grp
+import json
 import os
+import secrets
 import shutil
 import socket
 import time
@@ -90,16 +100,28 @@ def _check(system: SystemSpec) -> None:
 def start_postgres(
     workdir: Path, supervisor: Supervisor, cgroup: NodeCgroup | None, spec: Any
 ) -> tuple[str, Any]:
-    """initdb + postgres in the foreground as user postgres; returns (dsn, process)."""
+    """initdb + postgres in the foreground as user postgres; returns (dsn, process). The dsn
+    holds the run's password: give it only to the run's own processes (see :func:`public_dsn`)."""
     data = workdir / "pg"
-    data.mkdir()
+    data.mkdir(mode=0o700)  # the server's socket is in here: only postgres (and root) reach it
     # The run's temporary folder is private (0700); the postgres user must be able to enter it.
-    for parent in (workdir.parent, workdir):
-        parent.chmod(parent.stat().st_mode | 0o011)
+    _traversable(workdir)
     shutil.chown(data, "postgres", "postgres")
+    password = secrets.token_hex(24)
+    pwfile = data / "pwfile"
+    fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(password + "\n")
+    shutil.chown(pwfile, "postgres", "postgres")
     runas = ["runuser", "-u", "postgres", "--"]
-    initdb = [str(PG_BIN / "initdb"), "-D", str(data / "data"), "-U", "postgres"]
-    supervisor.run_once("pg-initdb", [*runas, *initdb, "--auth=trust", "-E", "UTF8", "--no-sync"])
+    initdb = [str(PG_BIN / "initdb"), "-D", str(data / "data"), "-U", "postgres", "-E", "UTF8"]
+    try:
+        supervisor.run_once(
+            "pg-initdb",
+            [*runas, *initdb, "--auth=scram-sha-256", f"--pwfile={pwfile}", "--no-sync"],
+        )
+    finally:
+        pwfile.unlink(missing_ok=True)
     workers = spec.workers or 100
     for port_try in range(5):
         port = _free_port()
@@ -124,10 +146,23 @@ def start_postgres(
             "synchronous_commit=on",
         ]
         proc = supervisor.spawn(f"db-1.try{port_try}", argv, node=cgroup)
-        dsn = f"host=127.0.0.1 port={port} dbname=postgres user=postgres"
+        dsn = f"host=127.0.0.1 port={port} dbname=postgres user=postgres password={password}"
         if _wait_pg(dsn, proc):
             return dsn, proc
     raise StartError(f"PostgreSQL did not start; see {workdir}/db-1.try*.log")
+
+
+def public_dsn(dsn: str) -> str:
+    """``dsn`` without its password, for what is shown or stored."""
+    return " ".join(p for p in dsn.split() if not p.startswith("password="))
+
+
+def _traversable(workdir: Path) -> None:
+    """Let the servers' own users (postgres, nginx's workers) enter the run's folders, which
+    tempfile makes 0700; they still cannot list them, and every file that holds a secret is
+    0600."""
+    for folder in (workdir.parent, workdir):
+        folder.chmod(folder.stat().st_mode | 0o011)
 
 
 def _wait_pg(dsn: str, proc: Any, timeout_s: float = 30.0) -> bool:
@@ -177,15 +212,15 @@ class PgActivity:
 
 NGINX_CONF = """
 worker_processes {workers};
-user root;
+{user}
 error_log {dir}/nginx-error.log warn;
 pid {dir}/nginx.pid;
 events {{ worker_connections 4096; }}
 http {{
     client_body_temp_path {dir}/nginx-tmp;
     proxy_temp_path {dir}/nginx-tmp;
-    log_format tierscope '$http_x_request_id,$request_method,$uri,$msec,$request_time,'
-                         '$upstream_response_time,$status';
+    log_format tierscope escape=json '{{"id":"$http_x_request_id","method":"$request_method",'
+                         '"uri":"$uri","msec":"$msec","time":"$request_time","status":"$status"}}';
     access_log {dir}/nginx-access.log tierscope buffer=64k flush=200ms;
     upstream app {{
         least_conn;
@@ -207,33 +242,49 @@ http {{
 """
 
 
+def nginx_user() -> str:
+    """The ``user`` directive: workers as nobody when the master runs as root (nginx ignores
+    the directive otherwise)."""
+    if os.geteuid() != 0:
+        return ""
+    for group in ("nogroup", "nobody"):
+        with contextlib.suppress(KeyError):
+            grp.getgrnam(group)
+            return f"user nobody {group};"
+    return "user nobody;"
+
+
 class NginxLog:
-    """The rows nginx appended to its access log, as request records (monotonic seconds)."""
+    """The rows nginx appended to its access log, as request records (monotonic seconds).
+
+    nginx writes the client's header bytes as they came, JSON-escaped; a line is decoded as
+    Latin-1 like the embedded tiers decode headers, so one id is the same string in every tier.
+    A line that is not a record is skipped and counted (:attr:`skipped`)."""
 
     def __init__(self, path: Path, epoch_to_monotonic: float) -> None:
         self.tail = CsvTail(path, header=False)
         self.offset = epoch_to_monotonic
+        self.skipped = self.tail.skipped
 
     def __call__(self) -> pl.DataFrame:
-        raw = self.tail.raw_lines()
         rows = []
-        for line in raw:
-            parts = line.split(",")
-            if len(parts) != 7:
-                continue
-            rid, method, uri, msec, rtime, _upstream, status = parts
-            with contextlib.suppress(ValueError):
-                end = float(msec) + self.offset
+        for line in self.tail.raw().split(b"\n")[:-1]:  # whole lines only
+            try:
+                rec = json.loads(line.decode("latin-1"))
+                end = float(rec["msec"]) + self.offset
+                status = int(rec["status"])
                 rows.append(
                     (
-                        rid,
-                        _interaction(method, uri),
-                        end - float(rtime),
+                        str(rec["id"]) or None,
+                        _interaction(str(rec["method"]), str(rec["uri"])),
+                        end - float(rec["time"]),
                         end,
-                        "ok" if int(status) < 400 else status,
-                        "",
+                        "ok" if status < 400 else str(status),
+                        None,
                     )
                 )
+            except (ValueError, KeyError, TypeError):
+                self.skipped.add(line)
         return pl.DataFrame(rows, schema=CsvTail.SCHEMA, orient="row")
 
 
@@ -294,6 +345,9 @@ def start_webstack(
     www.mkdir(parents=True)
     (www / "logo.png").write_bytes(bytes(range(256)) * 16)
     (workdir / "nginx-tmp").mkdir()
+    for path in (workdir / "www", www, www / "logo.png"):  # read by the workers (nobody)
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    _traversable(workdir)
     web_cg = node_cgroup(hierarchy, supervisor, "web-1", web_spec)
     epoch_to_monotonic = time.monotonic() - time.time()
     for attempt in range(5):
@@ -302,6 +356,7 @@ def start_webstack(
         conf.write_text(
             NGINX_CONF.format(
                 workers=nginx_workers(web_spec),
+                user=nginx_user(),
                 dir=workdir,
                 port=port,
                 servers="\n".join(f"        server 127.0.0.1:{p};" for p in app_endpoints),
@@ -327,7 +382,7 @@ def start_webstack(
         entry_urls=[f"http://127.0.0.1:{port}"],
         workload=load_yaml(WORKLOAD_FILE),
         stop=lambda: (activity.close(), supervisor.stop_all()),
-        facts={"nginx": f"127.0.0.1:{port}", "postgres": dsn, "app": app_endpoints},
+        facts={"nginx": f"127.0.0.1:{port}", "postgres": public_dsn(dsn), "app": app_endpoints},
     )
 
 

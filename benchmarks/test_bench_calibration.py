@@ -1,0 +1,83 @@
+"""Accuracy of models calibrated on the real embedded system: the issue's targets on dense sweeps.
+
+The db-capped sweep (with the what-if setup, the database's quota doubled, interleaved level by
+level on the same deployment) and the app-capped sweep are measured with three repetitions of
+14 s per level, dense around the knee; the calibrated model must come within 10 % of the
+measured peak and 15 % of the mean response time at 70 % of the peak. Host noise decides these
+figures as much as the model does (a quiet machine has given +3 % to +9 %, a CI run once -35 %
+with one disturbed level), so this benchmark reports them and records them in
+benchmarks/results/, and the suite (tests/plan/test_real_system.py) keeps only bounds that hold
+on a busy machine. Anchor: the same model solved without the CPU quotas (product-form MVA),
+which is what a queueing tool without a quota model would predict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.plan._real import (
+    APP_BOTTLENECK,
+    DB_BOTTLENECK,
+    base_spec,
+    calibration_summary,
+    measure,
+    prerequisites,
+    whatif_summary,
+    with_whatif,
+)
+
+Recorder = Callable[[str, Mapping[str, Any]], Path]
+pytestmark = pytest.mark.timeout(3600)
+
+LEVELS = [5, 12, 18, 24, 30, 38, 50, 70]
+WHATIF_LEVELS = [10, 30, 50, 60, 70, 85, 100, 130]
+REPS = 3
+PEAK_TARGET, RT_TARGET = 0.10, 0.15
+
+
+def _row(name: str, summary: dict[str, Any]) -> dict[str, Any]:
+    r70 = summary.get("rt_at_70pct_peak") or {}
+    return {
+        "case": name,
+        "peak_error": summary["peak_throughput"]["error"],
+        "rt70_error": r70.get("error"),
+        "rt70_measured_ms": None if not r70 else 1e3 * r70["measured"],
+        "rt70_predicted_ms": None if not r70 else 1e3 * r70["predicted"],
+    }
+
+
+def test_calibrated_models_against_the_targets(tmp_path: Path, record: Recorder) -> None:
+    prerequisites()
+    db = measure(
+        tmp_path / "db", with_whatif(base_spec(DB_BOTTLENECK, LEVELS, REPS), WHATIF_LEVELS, REPS)
+    )
+    app = measure(tmp_path / "app", base_spec(APP_BOTTLENECK, LEVELS, REPS))
+    rows = []
+    for name, run_dir, setup in (("db-capped", db, "base"), ("app-capped", app, "s0")):
+        _, summary = calibration_summary(run_dir, setup)
+        rows.append(_row(name, summary))
+        _, anchor = calibration_summary(run_dir, setup, solver="mva")
+        rows.append(_row(f"{name}, no quota model (anchor)", anchor))
+    _, _, summary = whatif_summary(db, WHATIF_LEVELS)
+    rows.append(_row("what-if db.cpu=0.4", summary))
+    print(f"\n{'case':38} {'peak':>8} {'R70':>8} {'R70 measured/predicted [ms]':>28}")
+    for r in rows:
+        r70 = "—" if r["rt70_error"] is None else f"{100 * r['rt70_error']:+.1f} %"
+        ms = (
+            ""
+            if r["rt70_measured_ms"] is None
+            else f"{r['rt70_measured_ms']:.2f} / {r['rt70_predicted_ms']:.2f}"
+        )
+        print(f"{r['case']:38} {100 * r['peak_error']:+7.1f} % {r70:>8} {ms:>28}")
+    met = [
+        abs(r["peak_error"]) < PEAK_TARGET
+        and r["rt70_error"] is not None
+        and abs(r["rt70_error"]) < RT_TARGET
+        for r in rows
+        if "anchor" not in r["case"]
+    ]
+    print(f"targets (peak {PEAK_TARGET:.0%}, R70 {RT_TARGET:.0%}) met in {sum(met)} of {len(met)}")
+    record("calibration_accuracy", {"rows": rows, "levels": LEVELS, "repetitions": REPS})
