@@ -28,14 +28,16 @@ def _spin() -> None:  # pragma: no cover - runs in the hog process
         pass
 
 
-def _pytest_outcomes(xml: Path) -> dict[str, str]:
+def _pytest_outcomes(xml: Path, why: dict[str, list[str]]) -> dict[str, str]:
+    """Each test's outcome; the first line of each failure's message goes to ``why``."""
     out: dict[str, str] = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        kinds = {child.tag for child in case}
-        if kinds & {"failure", "error"}:
+        failed = [c for c in case if c.tag in ("failure", "error")]
+        if failed:
             out[name] = "failed"
-        elif "skipped" in kinds:
+            why[name].append((failed[0].get("message") or "").splitlines()[0][:200])
+        elif any(c.tag == "skipped" for c in case):
             out[name] = "skipped"
         else:
             out[name] = "passed"
@@ -59,13 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hogs", type=int, default=1, help="busy-loop processes (default 1)")
     parser.add_argument("--cargo", action="store_true", help="soak `cargo test loadgen` too")
     parser.add_argument("--no-pytest", action="store_true", help="only the cargo tests")
-    parser.add_argument("pytest_args", nargs="*", help="pytest selection (default: -m timing)")
-    args = parser.parse_args(argv)
+    args, pytest_args = parser.parse_known_args(argv)  # the rest selects tests (-m timing)
 
     hogs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.hogs)]
     for h in hogs:
         h.start()
     rates: dict[str, list[str]] = defaultdict(list)
+    why: dict[str, list[str]] = defaultdict(list)
     durations: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -74,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_pytest:
                     xml = Path(tmp) / f"run{i}.xml"
                     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"--junitxml={xml}", *(args.pytest_args or ["-m", "timing"])]  # fmt: skip
+                           f"--junitxml={xml}", *(pytest_args or ["-m", "timing"])]  # fmt: skip
                     subprocess.run(cmd, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
                     if xml.exists():
-                        for name, outcome in _pytest_outcomes(xml).items():
+                        for name, outcome in _pytest_outcomes(xml, why).items():
                             rates[name].append(outcome)
                 if args.cargo:
                     proc = subprocess.run(
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         o = rates[name]
         worst = max(worst, o.count("failed"))
         print(f"{o.count('passed'):>8} {o.count('failed'):>7} {o.count('skipped'):>8}  {name}")
+        for message in why.get(name, [])[:3]:
+            print(f"{'':26}{message}")
     return 1 if worst else 0
 
 

@@ -14,8 +14,9 @@ Design decisions:
   (of the host's cores when it has no quota), ``cpu_cores``, ``cpu_throttled_ratio`` (throttled
   CFS periods / periods), ``cpu_wait`` (run-queue wait, s/s), ``ctx_switches_s`` (time slices
   started per second), ``mem_bytes``, ``disk_read_bytes_s``, ``disk_write_bytes_s``, and from
-  the tier gauges ``queue_length``, ``active_workers``, ``worker_util``, ``pool_util``,
-  ``arrivals_s``, ``throughput_s``, ``errors_s``.
+  the tier gauges ``queue_length`` (requests present, time-averaged over the tick),
+  ``active_workers``, ``worker_util``, ``pool_util``, ``arrivals_s``, ``throughput_s``,
+  ``errors_s``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from tierscope.experiment.cgroups import NodeCgroup
-from tierscope.experiment.embedded._instrument import GaugeReader
+from tierscope.experiment.embedded._instrument import GaugeReader, present_area_ns
 
 HOST_CORES = os.cpu_count() or 1
 TASK_REFRESH_S = 1.0
@@ -190,8 +191,11 @@ class _NodeState:
         for reader in self.gauges:
             values = reader.read()
             if values:
+                now_ns = time.monotonic_ns()
                 for k, v in values.items():
                     g[k] = g.get(k, 0) + v
+                g["area_now"] = g.get("area_now", 0) + present_area_ns(values, now_ns)
+                g["area_t"] = now_ns
         if g:
             s.update({"g_" + k: v for k, v in g.items()})
         return s
@@ -242,7 +246,14 @@ def node_metrics(prev: dict[str, float], cur: dict[str, float], dt: float, quota
     m["disk_read_bytes_s"] = cur["d_read"] / dt
     m["disk_write_bytes_s"] = cur["d_write"] / dt
     if "g_arrivals" in cur:
-        m["queue_length"] = cur["g_arrivals"] - cur["g_departures"]
+        # The time average since the previous tick, from the gauges' integral: a tick that
+        # ran late (a busy host runs the monitor when the tiers are idle) is not a biased
+        # sample. The first tick has only the count present.
+        if "g_area_now" in prev and cur["g_area_t"] > prev["g_area_t"]:
+            span = cur["g_area_t"] - prev["g_area_t"]
+            m["queue_length"] = (cur["g_area_now"] - prev["g_area_now"]) / span
+        else:
+            m["queue_length"] = cur["g_arrivals"] - cur["g_departures"]
         m["active_workers"] = cur["g_active"]
         m["worker_util"] = cur["g_active"] / cur["g_workers"] if cur["g_workers"] else 0.0
         m["pool_util"] = cur["g_pool_busy"] / cur["g_pool_size"] if cur["g_pool_size"] else 0.0

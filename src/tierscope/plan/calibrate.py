@@ -114,7 +114,9 @@ def model_summary(model: NTierModel) -> dict[str, Any]:
 
 
 def measured_levels(run: Run, setup: str) -> pl.DataFrame:
-    """Mean of each level's repetitions: level, throughput, rt_mean, rt_p95, tier utilisations."""
+    """Each level over its repetitions: level, throughput and tier utilisations (means, which
+    the operational laws relate), rt_mean, rt_p95 and rt_p99 (medians: one repetition stretched
+    by a disturbance of the host must not move its level)."""
     assert run.points is not None
     pts = run.points.filter(pl.col("setup") == setup)
     util_cols = [c for c in pts.columns if c.endswith((".cpu_cores", ".cpu_throttled_ratio"))]
@@ -122,9 +124,9 @@ def measured_levels(run: Run, setup: str) -> pl.DataFrame:
         pts.group_by("level")
         .agg(
             pl.col("throughput").mean(),
-            pl.col("rt_mean").mean(),
-            pl.col("rt_p95").mean(),
-            pl.col("rt_p99").mean(),
+            pl.col("rt_mean").median(),
+            pl.col("rt_p95").median(),
+            pl.col("rt_p99").median(),
             pl.len().alias("reps"),
             *[pl.col(c).mean() for c in util_cols],
         )

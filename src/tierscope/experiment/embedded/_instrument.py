@@ -32,8 +32,15 @@ from urllib.parse import quote, unquote
 
 #: Slots of a gauge file, in order (int64 each). ``arrivals``/``departures`` count requests that
 #: entered / left the process; ``active`` the requests being worked on by a worker; ``workers``
-#: the pool size; ``pool_busy``/``pool_size`` the downstream connection pool.
-GAUGE_SLOTS = ("arrivals", "departures", "active", "workers", "pool_busy", "pool_size", "errors")
+#: the pool size; ``pool_busy``/``pool_size`` the downstream connection pool; ``area_ns`` the
+#: integral of the requests present (arrivals - departures) over CLOCK_MONOTONIC nanoseconds up
+#: to ``changed_ns``, the last change: a reader gets the exact time average over any interval
+#: (:func:`present_area_ns`), however late or unevenly it samples.
+GAUGE_SLOTS = (
+    "arrivals", "departures", "active", "workers", "pool_busy", "pool_size", "errors",
+    "area_ns", "changed_ns",
+)  # fmt: skip
+_PRESENT = frozenset(("arrivals", "departures"))
 _FMT = "<" + "q" * len(GAUGE_SLOTS)
 GAUGE_BYTES = struct.calcsize(_FMT)
 #: A reader's tries for two equal copies of a gauge file that is being written.
@@ -54,6 +61,7 @@ class Gauges:
         self._values = dict.fromkeys(GAUGE_SLOTS, 0)
         self._values["workers"] = workers
         self._values["pool_size"] = pool_size
+        self._values["changed_ns"] = time.monotonic_ns()
         self._publish()
 
     def _publish(self) -> None:
@@ -63,7 +71,12 @@ class Gauges:
 
     def add(self, slot: str, delta: int = 1) -> None:
         with self.lock:
-            self._values[slot] += delta
+            v = self._values
+            if slot in _PRESENT:
+                now = time.monotonic_ns()
+                v["area_ns"] += (v["arrivals"] - v["departures"]) * (now - v["changed_ns"])
+                v["changed_ns"] = now
+            v[slot] += delta
             self._publish()
 
     def set(self, slot: str, value: int) -> None:
@@ -91,6 +104,13 @@ def read_gauges(path: str | os.PathLike[str]) -> dict[str, int] | None:
     if len(raw) < GAUGE_BYTES:
         return None
     return dict(zip(GAUGE_SLOTS, struct.unpack(_FMT, raw), strict=True))
+
+
+def present_area_ns(values: dict[str, int], now_ns: int) -> int:
+    """The integral of the requests present up to ``now_ns`` (CLOCK_MONOTONIC), from a gauge
+    reading: its value at the last change plus the requests present since then."""
+    present = values["arrivals"] - values["departures"]
+    return values["area_ns"] + present * max(0, now_ns - values["changed_ns"])
 
 
 class GaugeReader:
