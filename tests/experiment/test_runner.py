@@ -98,11 +98,17 @@ def test_little_law_per_tier_and_stalls_as_ground_truth(tmp_path: Path) -> None:
     assert np.allclose(np.diff(stalls["t_start"].to_numpy()), 2.53, atol=0.05)
     assert np.allclose((stalls["t_end"] - stalls["t_start"]).to_numpy(), 0.3, atol=0.05)
     q = r.metrics.filter(pl.col("metric") == "queue_length")
+    # Requests sent during one 0.3 s stall: each thinking user (of 30, think 0.3 s exp) sends
+    # one with probability 1 - exp(-1); on average X R users are not thinking (Little).
+    point = r.points.row(0, named=True)
+    arrivals = (30 - point["throughput"] * point["rt_mean"]) * (1 - np.exp(-0.3 / 0.3))
     for t0 in stalls["t_start"]:
-        # The web tier (upstream of the frozen app) holds the requests that arrive meanwhile.
-        during = q.filter(pl.col("tier") == "web", pl.col("t").is_between(t0, t0 + 0.35))
-        before = q.filter(pl.col("tier") == "web", pl.col("t").is_between(t0 - 1.0, t0))
-        assert during["value"].max() >= 4 * max(1.0, before["value"].mean()), (t0, during)
+        # The web tier (upstream of the frozen app) holds the requests that arrive meanwhile:
+        # its queue grows through the stall by a good part of them (all, on a quiet host).
+        web = q.filter(pl.col("tier") == "web")
+        during = web.filter(pl.col("t").is_between(t0, t0 + 0.35))["value"]
+        start = web.filter(pl.col("t") <= t0 + 0.05)["value"].tail(2).min()
+        assert during.max() - start >= 0.4 * arrivals, (t0, start, during.to_list(), arrivals)
     # Little's law per tier over the steady window: the gauges' mean number in the tier equals
     # the area under the tier's request records divided by the window.
     steady = r.events.filter(pl.col("kind") == "phase", pl.col("detail").str.contains('"steady"'))

@@ -87,9 +87,10 @@ def test_a_closed_loop_hides_the_same_stall(server: TestServer) -> None:
     server.set_delay(0.005)
     result = run(server, workload(), 10, 4.0, during=_stall_after(1.5, server))
     lat = result.summary["latency"]
-    # Each of the 10 users has exactly one request in the freeze; thousands are fast.
+    # Each of the 10 users has exactly one request in the freeze; thousands are fast, so even
+    # p99 stays far below the stall (a few ms quietly; a busy host's wake-ups add some).
     assert lat["max"] > 0.9
-    assert lat["p99"] < 0.05
+    assert lat["p99"] < 0.25
     slow = (result.requests["end"] - result.requests["start"] > 0.5).sum()
     assert slow == 10
 
