@@ -55,7 +55,12 @@ def test_no_thread_or_socket_is_left_after_wait_or_stop(server: TestServer) -> N
     gen = LoadGenerator(workload(), [server.url], threads=2)
     gen.start(8, 0, 0.3).wait()
     handle = gen.start(8, 0, 30.0)
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10.0  # a busy host starts the threads late, not never
+    while (_tasks(), _sockets() >= sockets + 8) != (
+        tasks + 2,
+        True,
+    ) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _tasks() == tasks + 2
     assert _sockets() >= sockets + 8
     result = handle.stop()
