@@ -820,6 +820,14 @@ def plan(
     demand_margin: Annotated[
         float, typer.Option(help="Predict with every demand this fraction above the measured.")
     ] = 0.1,  # plan.planner.DEFAULT_DEMAND_MARGIN
+    changes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="TIER.FIELD=VALUE",
+            help="Change the model first, e.g. host.background=0 (plan for a quiet host).",
+        ),
+    ] = None,
     duration: Annotated[float, typer.Option(help="Simulated seconds per evaluation.")] = 120.0,
     seed: SeedOpt = 1,
     as_json: JsonFlag = False,
@@ -827,6 +835,7 @@ def plan(
     """Cheapest configuration meeting the SLO, and the profit-optimal one, per workload level."""
     from tierscope.plan import _terminal, fit_model, measured_levels, parse_slo, plan_document
     from tierscope.plan import plan as run_plan
+    from tierscope.plan.whatif import with_changes
     from tierscope.spec.prices import Prices, load_prices
 
     objectives = parse_slo(slo)
@@ -836,6 +845,7 @@ def plan(
     users = _levels(levels) or [round(v) for v in measured_levels(run, chosen)["level"].to_list()]
     with _progress_bars(as_json):
         model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+        model = with_changes(model, changes or [])
         plans = run_plan(
             model,
             users,

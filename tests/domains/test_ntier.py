@@ -3,11 +3,14 @@ against closed forms, exact MVA and CFS arithmetic."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from tierscope.domains._quota_sim import SimTier, simulate_closed
 from tierscope.domains.ntier import (
+    HostModel,
     NTierModel,
     TierFacts,
     TierModel,
@@ -303,3 +306,149 @@ def test_contention_spends_the_quota_on_the_slowdown() -> None:
     )
     assert out.throughput == pytest.approx(0.2 / (D * (1 + 4 * c)), rel=0.01)
     assert out.utilization["db"] == pytest.approx(0.2, rel=0.01)
+
+
+# ---- the host's cores shared with other processes ------------------------------------------------
+def _tiers(n: int) -> list[SimTier]:
+    quotas = (("web", 0.5), ("app", 0.8), ("db", 0.2))[-n:]
+    return [SimTier(t, 1, 1.0, q, quantum=0.005) for t, q in quotas]
+
+
+@pytest.mark.parametrize(("n_tiers", "cores", "background"), [(2, 2.0, 0.0), (3, 64.0, 3.0)])
+def test_a_host_with_cores_to_spare_changes_nothing(
+    n_tiers: int, cores: float, background: float
+) -> None:
+    """Two one-process tiers and no other process on 2 cores, or three tiers beside 3 tasks of
+    other processes on 64 cores: a running task never lacks a core, so the simulation is the
+    one without a host, request for request."""
+    means = np.array([3e-4, 1.3e-3, 1.8e-3])[-n_tiers:]
+    kw = dict(users=40, think_time=0.2, demand_means=means, duration=60, seed=7)
+    free = simulate_closed(_tiers(n_tiers), **kw)  # type: ignore[arg-type]
+    shared = simulate_closed(
+        _tiers(n_tiers),
+        host_cores=cores,
+        host_background=background,
+        **kw,  # type: ignore[arg-type]
+    )
+    assert free.response_times.size > 1000
+    np.testing.assert_array_equal(shared.response_times, free.response_times)
+    assert shared.throttled == free.throttled
+    assert shared.host_share == 1.0
+    # busy cores on the host: the tiers' and the other processes'
+    assert shared.host_busy == pytest.approx(sum(free.utilization.values()) + background, rel=1e-3)
+
+
+@pytest.mark.parametrize(("cores", "background"), [(2.0, 0.5), (2.0, 1.5), (2.0, 3.0), (1.0, 1.0)])
+def test_one_task_beside_background_tasks_runs_at_its_fair_share(
+    cores: float, background: float
+) -> None:
+    """One user, 4 ms of CPU per request, no quota: with b tasks of other processes on C cores
+    the request's task gets min(1, C / (b + 1)) of a core, so R = 4 ms / that, exactly."""
+    share = min(1.0, cores / (background + 1.0))
+    out = _one_user(
+        4e-3,
+        SimTier("app", 1, 1.0, None, quantum=0.005),
+        duration=60,
+        host_cores=cores,
+        host_background=background,
+    )
+    np.testing.assert_allclose(out.response_times, 4e-3 / share, rtol=1e-9)
+    assert out.host_share == pytest.approx(share)
+    # the other processes get the same share while the request runs, the cores when alone
+    busy_fraction = out.utilization["app"] / share
+    expected = out.utilization["app"] + background * share * busy_fraction
+    expected += min(background, cores) * (1 - busy_fraction)
+    assert out.host_busy == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_shared_core_is_a_slower_processor_sharing_server_for_exact_mva() -> None:
+    """One processor-sharing server (one process) on a 1-core host beside b = 1.5 tasks of
+    other processes: whenever it serves, it gets 1 / 2.5 of the core whatever its queue, so it
+    is a processor-sharing station with demand D x 2.5, which exact MVA solves (a second
+    method, sharing nothing with the simulator)."""
+    D, Z, b = 2e-3, 0.05, 1.5
+    exact_model = NTierModel(
+        tiers=(TierModel(TierFacts("db", 1, None, 1), D * (1 + b)),), think_time=Z
+    )
+    for users in (3, 20):
+        exact = predict(exact_model, [users], solver="mva")[0]
+        out = simulate_closed(
+            [SimTier("db", 1, 1.0, None)],
+            users=users,
+            think_time=Z,
+            demand_means=np.array([D]),
+            duration=400,
+            seed=6,
+            host_cores=1.0,
+            host_background=b,
+        )
+        assert out.throughput == pytest.approx(exact.throughput, rel=0.02)
+        assert out.rt_mean == pytest.approx(exact.rt_mean, rel=0.06)
+
+
+def test_tiers_running_more_tasks_than_cores_share_them() -> None:
+    """Two tiers of two processes each, no quotas, on a 2-core host, users without think time:
+    alone each tier could use 2 cores (X = 2 / D of the larger demand), but from two requests
+    on the host's cores are always busy and shared, so X = C / (D_app + D_db), the host's
+    capacity. One tier of four processes beside b tasks of other processes gets C x 4 / (b + 4)
+    cores."""
+    D = np.array([3e-3, 2e-3])
+    tiers = [SimTier("app", 1, 2.0, None), SimTier("db", 1, 2.0, None)]
+    kw = dict(users=30, think_time=0.0, demand_means=D, duration=100, seed=9)
+    free = simulate_closed(tiers, **kw)  # type: ignore[arg-type]
+    shared = simulate_closed(tiers, host_cores=2.0, **kw)  # type: ignore[arg-type]
+    assert free.throughput == pytest.approx(2 / D.max(), rel=0.02)
+    assert shared.throughput == pytest.approx(2 / D.sum(), rel=0.02)
+    assert shared.host_busy == pytest.approx(2.0, rel=1e-3)
+    # one tier of 4 processes beside b = 2 tasks: its 4 tasks get C x 4 / (b + 4) cores
+    four = [SimTier("app", 1, 4.0, None)]
+    kw["demand_means"] = D[:1]
+    busy = simulate_closed(four, host_cores=2.0, host_background=2.0, **kw)  # type: ignore[arg-type]
+    assert busy.throughput == pytest.approx(2 * 4 / (2 + 4) / D[0], rel=0.02)
+    assert busy.host_share == pytest.approx(2 / (2 + 4), rel=1e-6)
+
+
+def test_a_shared_core_burns_the_quota_at_its_share() -> None:
+    """Under a quota the budget is CPU time, spent at the task's share of a core. One user
+    beside one other task on a 1-core host (share 1/2), 0.2 core quota (20 ms per 100 ms):
+    a 10 ms request takes 20 ms and never meets the budget. A 25 ms request starting at offset
+    φ of a period: for φ <= 60 ms it spends the budget in 40 ms, waits for the next period and
+    ends 10 ms into it (R = 110 ms - φ); for 60 < φ <= 90 ms the refill comes first and it runs
+    through (R = 50 ms); beyond, it is throttled in the next period and R = 110 ms."""
+
+    def rested(demand: float) -> np.ndarray:
+        """Response times of requests sent 200 ms or more after the previous one ended (their
+        period and the one before started with the whole budget)."""
+        out = _one_user(
+            demand,
+            SimTier("db", 1, 1.0, 0.2),
+            think_time=0.5,
+            warmup=0.0,
+            duration=200,
+            trace=True,
+            host_cores=1.0,
+            host_background=1.0,
+        )
+        assert out.trace is not None and out.host_share == pytest.approx(0.5)
+        req = np.array([(s, e) for _, s, e in out.trace.requests])
+        rt = (req[1:, 1] - req[1:, 0])[req[1:, 0] - req[:-1, 1] >= 0.2]
+        assert rt.size > 150
+        return rt
+
+    np.testing.assert_allclose(rested(0.01), 0.02, rtol=1e-9)
+    rt = rested(0.025)
+    assert np.all((rt >= 0.05 - 1e-9) & (rt <= 0.11 + 1e-9))
+    assert 0.45 < (rt > 0.06).mean() < 0.75  # φ < 50 ms or φ > 90 ms: 60 %
+
+
+def test_the_model_passes_its_host_to_the_simulation() -> None:
+    model = _model({"web": 0.5, "app": 0.8, "db": 0.2}, {"web": 3e-4, "app": 1.3e-3, "db": 1.6e-3})
+    quiet = predict(model, [30], solver="quota-sim", duration=100, seed=3)[0]
+    busy_model = replace(model, host=HostModel(2.0, background=1.5, client_demand=1e-4))
+    busy = predict(busy_model, [30], solver="quota-sim", duration=100, seed=3)[0]
+    assert quiet.host_share is None and "host" not in quiet.to_dict()
+    assert busy.host_share is not None and busy.host_share < 0.9
+    assert busy.rt_mean > 1.2 * quiet.rt_mean
+    # the load generator's CPU grows with the throughput it sends
+    assert busy_model.host.competing(100.0) == pytest.approx(1.5 + 0.01)  # type: ignore[union-attr]
+    assert busy.to_dict()["host"]["cpu_cores"] > 1.5

@@ -3,6 +3,7 @@ demands, quotas and think time it was given, and predict the other levels."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -10,6 +11,7 @@ import pytest
 
 from tests.plan._synthetic import write_sweep
 from tests.plan.conftest import CPU, LEVELS, mix_samples, true_demands
+from tierscope.domains.ntier import predict
 from tierscope.plan import calibrate, model_vs_measurement
 from tierscope.plan.calibrate import _validation_advice
 from tierscope.qn import Network, solve
@@ -131,3 +133,59 @@ def test_a_comparison_read_across_the_knee_gets_advice() -> None:
     flat = _levels([5.3, 5.5, 6.0, 7.5, 262], reps=3)
     assert _validation_advice(summary, flat) == []
     assert "add lighter levels" in _validation_advice({}, flat)[0]
+
+
+def test_a_planted_host_background_is_found_and_predicted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep is simulated on a 2-core host beside 1.5 tasks of other processes (and a load
+    generator spending 0.1 ms per request), and its points record the host's busy cores as
+    the simulation gave them. Calibration finds the background and the client's CPU, and its
+    model predicts the sweep; without the host it predicts the knee 20-30 % too fast."""
+    from tests.plan import _synthetic
+    from tierscope.domains._quota_sim import simulate_closed
+
+    cores, background, client = 2.0, 1.5, 1e-4
+    host_busy: list[float] = []
+
+    def on_the_host(*args: object, **kw: object):
+        out = simulate_closed(*args, host_cores=cores, host_background=background, **kw)  # type: ignore[arg-type]
+        host_busy.append(out.host_busy)  # type: ignore[arg-type]
+        return out
+
+    monkeypatch.setattr(_synthetic, "simulate_closed", on_the_host)
+    levels = [10, 30, 45, 55, 70]
+    write_sweep(
+        tmp_path / "run",
+        levels=levels,
+        cpu=CPU,
+        demands=true_demands(),
+        samples=mix_samples(),
+        steady=60.0,
+        seed=17,
+    )
+    run = read_run(tmp_path / "run")
+    assert run.points is not None
+    points = run.points.with_columns(
+        (pl.col("throughput") * client).alias("client.cpu_cores"),
+        (pl.Series(host_busy) + pl.col("throughput") * client).alias("host.cpu_cores"),
+    )
+    info = run.info | {"host": {"cores": 2, "usable_cores": 2}}
+    run = replace(run, points=points, info=info)
+    cal = calibrate(run, duration=200)
+    host = cal.model.host
+    assert host is not None and host.cores == 2.0
+    # what the other processes got: all of their 1.5 cores while the tiers rest, 2 / (1.5 + n)
+    # of a core each while n tasks of the tiers run — a little less than they wanted
+    assert 0.85 * background < host.background < background
+    assert host.client_demand == pytest.approx(client, rel=1e-6)
+    note = f"host: 2 cores, {host.background:.2g} cores used by other processes"
+    assert any(n.startswith(note) for n in cal.notes)
+    s = cal.summary
+    assert abs(s["peak_throughput"]["error"]) < 0.05
+    assert abs(s["rt_at_70pct_peak"]["error"]) < 0.15
+    # the same model on a host with cores to spare predicts the knee too fast
+    quiet = predict(replace(cal.model, host=None), [55], solver="quota-sim", duration=200)[0]
+    at55 = next(r for r in cal.rows if r["level"] == 55)
+    assert quiet.rt_mean < 0.8 * at55["measured"]["rt_mean"]
+    assert abs(at55["error"]["rt_mean"]) < 0.2

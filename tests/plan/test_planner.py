@@ -90,6 +90,7 @@ def test_planned_configurations_meet_the_slo_in_the_truth(sweep: Path, tmp_path:
     plans = plan(model, levels, slo, prices, duration=150)
     doc = plan_document(model, plans, slo, prices)
     assert any("0.1" in n for n in doc["notes"])
+    assert doc["host"] is None  # (the synthetic sweep did not measure its host)
     for lv, p in zip(doc["levels"], plans, strict=True):
         best = lv["cheapest"]
         assert best is not None and best["meets_slo"]

@@ -114,3 +114,38 @@ def test_stalls_none_removes_the_runs_injected_stalls(sweep: Path) -> None:
     assert with_stalls.rt_mean - plain.rt_mean == pytest.approx(0.045, rel=0.25)
     with pytest.raises(InputError):
         apply_changes(stalled, ["stalls=some"])
+
+
+def test_the_host_can_be_made_quiet_or_bigger(sweep: Path) -> None:
+    """``host.background`` and ``host.cores`` change the machine the model shares: a quiet host
+    is the model without other processes, and with 1.5 tasks of them on 2 cores a 0.2-core
+    database near its knee answers slower than on a quiet one (its tasks, the app's and the
+    web's share the cores), but no slower than with 100 cores to spare."""
+    from dataclasses import replace
+
+    from tierscope.domains.ntier import HostModel
+
+    assert parse_change("host.background=0") == ("host", "background", "0")
+    model, _, _ = fit_model(read_run(sweep))
+    assert model.host is None  # the synthetic sweep did not measure its host
+    with pytest.raises(InputError, match=r"host\.cores"):
+        apply_changes(model, ["host.background=1"])
+    busy = replace(model, host=HostModel(2.0, background=1.5, client_demand=1e-4))
+    quiet = apply_changes(busy, ["host.background=0"])
+    assert quiet.host == HostModel(2.0, 0.0, 1e-4)
+    assert apply_changes(busy, ["host.background=*2"]).host.background == 3.0  # type: ignore[union-attr]
+    big = apply_changes(busy, ["host.cores=100"])
+    assert big.host == HostModel(100.0, 1.5, 1e-4)
+    assert apply_changes(busy, ["host.cores=none"]).host is None
+    result = whatif(busy, ["host.background=0"], [45], duration=200)
+    assert result.to_dict()["host"] == {
+        "baseline": {"cores": 2.0, "background": 1.5},
+        "changed": {"cores": 2.0, "background": 0.0},
+    }
+    r_busy, r_quiet = result.baseline[0].rt_mean, result.predicted[0].rt_mean
+    r_big = whatif(busy, ["host.cores=100"], [45], duration=200).predicted[0].rt_mean
+    assert r_busy > 1.1 * r_quiet
+    assert r_quiet >= 0.97 * r_big
+    for bad in ("host.speed=2", "host.cores=0", "host.background=-1", "host.cores=abc"):
+        with pytest.raises(InputError):
+            apply_changes(busy, [bad])

@@ -34,6 +34,15 @@ with a little budget left often completes first; the overrun is a debt the next 
 Per-request CPU demands are drawn from ``demand_samples`` (rows of per-tier demands measured for
 real requests, so the mix and its correlations are kept) or are exponential with the tiers'
 means.
+
+The replicas share a host of ``host_cores`` cores with each other and with ``host_background``
+runnable tasks' worth of other processes. CFS shares the cores fairly among the runnable tasks,
+so while n tasks of the replicas run (a throttled or stalled replica's tasks do not), each
+progresses — and burns its quota budget — at ``share = min(1, C / (background + n))`` of a core.
+Whenever n changes anywhere, every replica is advanced to that instant at the old share and
+rescheduled at the new one (O(replicas) per event). Without a host (or while ``background + n``
+stays within the cores) the share is 1 and the simulation is the one without sharing, event for
+event.
 """
 
 from __future__ import annotations
@@ -79,6 +88,7 @@ class _Replica:
         self.phase = phase
         self.quantum = quantum
         self.last = 0.0
+        self.share = 1.0  # of a core each running task gets from the host (CFS fair share)
         self.busy = 0.0  # CPU seconds used
         # CFS statistics as the kernel counts them (nr_periods, nr_throttled): periods in which
         # the replica ran, and those in which it ran out of budget.
@@ -126,13 +136,15 @@ class _Replica:
         s = self.speed()
         if s <= 0:
             return
-        self.busy += dt * s
+        cpu = dt * s * self.share
+        self.busy += cpu
         if self.budget < _INF:
-            self.budget -= dt * s  # below 0: runtime overrun until the next tick, repaid later
-        g = self.work_rate()
+            self.budget -= cpu  # below 0: runtime overrun until the next tick, repaid later
+        g = self.work_rate() * self.share
         if self.quantum is None:
             self.vclock += dt * s * g / len(self.heap)
         else:
+            # (the time slice is the GIL's switch interval: wall-clock time)
             for i in range(self.running()):
                 self.queue[i][1] -= dt * g
                 self.queue[i][2] -= dt
@@ -166,10 +178,10 @@ class _Replica:
         elif self.budget <= _EPS:
             t_out = now  # a scheduling point with the runtime spent: throttled now
         else:
-            t_out = now + self.budget / s
+            t_out = now + self.budget / (s * self.share)
             if self.tick:  # the kernel notices a running task's overrun at its next tick
                 t_out = self.phase + math.ceil((t_out - self.phase) / self.tick) * self.tick
-        g = self.work_rate()
+        g = self.work_rate() * self.share
         if self.quantum is None:
             t_job = now + (self.heap[0][0] - self.vclock) * len(self.heap) / (s * g)
             kind = DONE
@@ -252,6 +264,10 @@ class SimOutcome:
     #: nr_throttled / nr_periods), over all its replicas
     throttled: dict[str, float] = field(default_factory=dict)
     trace: SimTrace | None = None
+    #: with a host: the mean share of a core a running task got (1: never short of cores)
+    host_share: float | None = None
+    #: with a host: cores busy on it on average (the replicas' and the other processes')
+    host_busy: float | None = None
 
     @property
     def rt_mean(self) -> float:
@@ -280,6 +296,8 @@ def simulate_closed(
     seed: int = 1,
     trace: bool = False,
     sample: float = 0.05,
+    host_cores: float | None = None,
+    host_background: float = 0.0,
 ) -> SimOutcome:
     """Simulate ``users`` closed-loop users for ``warmup + duration`` seconds.
 
@@ -289,8 +307,14 @@ def simulate_closed(
     ``demand_means``. ``stalls``: (tier, replica or None for all, start, end) of the stalls in
     one ``stall_cycle`` of seconds, repeated from time 0; a stalled replica runs nothing. With
     ``trace``, every request, every stay at a replica and the CPU of every replica each
-    ``sample`` seconds are recorded.
+    ``sample`` seconds are recorded. ``host_cores``: the cores the replicas share with each
+    other and with ``host_background`` runnable tasks of other processes (None: a core is free
+    whenever a replica may run).
     """
+    if host_cores is not None and not host_cores > 0:
+        raise ValueError(f"host_cores must be > 0, not {host_cores}")
+    if not host_background >= 0:
+        raise ValueError(f"host_background must be >= 0, not {host_background}")
     rng = np.random.default_rng(seed)
     T = len(tiers)
     reps: list[list[_Replica]] = []
@@ -316,8 +340,11 @@ def simulate_closed(
     seq = itertools.count()
     ARRIVE, REPLICA, REFILL, LEAVE, SAMPLE, STALL = 0, 1, 2, 3, 4, 5
 
+    changed: set[tuple[int, int]] = set()  # replicas whose running tasks may have changed
+
     def schedule(k: int, r: int, now: float) -> None:
         rep = reps[k][r]
+        changed.add((k, r))
         rep.version += 1
         t, rep.next_kind = rep.next_event(now)
         if t < _INF:
@@ -353,6 +380,45 @@ def simulate_closed(
     last_busy = [[0.0] * len(row) for row in reps]
     if rec is not None:
         heapq.heappush(events, (sample, next(seq), SAMPLE, 0, 0, 0))
+    all_reps = [(k, r, rep) for k, row in enumerate(reps) for r, rep in enumerate(row)]
+    # host sharing: the share of the running tasks now, how many there are, and since when;
+    # task-seconds wanted and core-seconds got after the warm-up
+    host = {"share": 1.0, "n": 0.0, "t": 0.0, "wanted": 0.0, "got": 0.0, "others": 0.0}
+    running = [[0.0] * len(row) for row in reps]  # each replica's running tasks
+
+    def rebalance(now: float) -> None:
+        """After the events at ``now``: the running tasks' share of the host's cores."""
+        assert host_cores is not None
+        n = host["n"]
+        for k, r in changed:  # (whole numbers of tasks: the sum stays exact)
+            speed = reps[k][r].speed()
+            n += speed - running[k][r]
+            running[k][r] = speed
+        changed.clear()
+        span = now - max(host["t"], warmup)
+        if span > 0:
+            host["wanted"] += span * host["n"]
+            host["got"] += span * host["n"] * host["share"]
+            # the other processes' tasks get the same share, or the cores when alone
+            alone = min(host_background, host_cores)
+            host["others"] += span * (host_background * host["share"] if host["n"] else alone)
+        host["t"] = now
+        if n == host["n"] and n > 0:
+            return  # (same tasks, same share)
+        host["n"] = n
+        if n <= 0:
+            return  # nothing runs: the share is set when something does
+        share = min(1.0, host_cores / (host_background + n))
+        if share == host["share"]:
+            return
+        for k, r, rep in all_reps:
+            if rep.speed() > 0:  # (a replica running nothing has no event to move)
+                rep.advance(now)  # at the old share up to now
+                rep.share = share
+                schedule(k, r, now)
+            else:
+                rep.share = share
+        host["share"] = share
 
     def think() -> float:
         if think_time <= 0:
@@ -413,6 +479,8 @@ def simulate_closed(
 
     now = 0.0
     while events:
+        if host_cores is not None:
+            rebalance(now)  # what the previous event changed, at its time
         now, _, kind, a, b, version = heapq.heappop(events)
         if now > horizon:
             break
@@ -475,6 +543,11 @@ def simulate_closed(
     for row in reps:
         for rep in row:
             rep.advance(end)
+    host_share = host_busy = None
+    if host_cores is not None:
+        rebalance(end)
+        host_share = host["got"] / host["wanted"] if host["wanted"] > 0 else 1.0
+        host_busy = (host["got"] + host["others"]) / max(end - warmup, _EPS)
     span = max(end - warmup, _EPS)
     util, throttled = {}, {}
     for k, tier in enumerate(tiers):
@@ -491,6 +564,8 @@ def simulate_closed(
         simulated=span,
         throttled=throttled,
         trace=rec,
+        host_share=host_share,
+        host_busy=host_busy,
     )
 
 

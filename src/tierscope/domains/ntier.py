@@ -112,6 +112,28 @@ def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dic
 
 # ---- the calibrated model ----------------------------------------------------------------------
 @dataclass(frozen=True)
+class HostModel:
+    """The machine the tiers run on: ``cores`` shared by every tier replica, the load
+    generator and other processes. ``background``: cores' worth of runnable tasks of other
+    processes (other work, the monitor), whatever the load; ``client_demand``: CPU seconds the
+    load generator spends per request, so its share grows with the throughput.
+
+    CFS shares the cores fairly among runnable tasks: while n tasks of the tiers run, each gets
+    min(1, cores / (background + client + n)) of a core. A quota'd replica therefore runs
+    slower on a busy host (and its requests queue longer) though its quota is not spent; on a
+    quiet host (background + n within the cores) nothing changes.
+    """
+
+    cores: float
+    background: float = 0.0
+    client_demand: float = 0.0
+
+    def competing(self, throughput: float) -> float:
+        """Runnable tasks' worth of CPU besides the tiers at ``throughput`` requests/s."""
+        return self.background + self.client_demand * max(throughput, 0.0)
+
+
+@dataclass(frozen=True)
 class TierModel:
     """A tier with its measured demand: CPU seconds per request at the tier, counting a write
     that every replica runs once (``write_demand`` of it is such a write), and the background
@@ -162,7 +184,10 @@ class NTierModel:
     with mean 1 for its spread, else constant), and per-request demand samples (rows: requests,
     columns: tiers, CPU seconds; ``write_fraction``: the part of the last tier's demand that
     every replica of it runs). ``stalls`` repeat the run's injected stalls (the quota simulation
-    freezes the replica; the product-form solvers ignore them)."""
+    freezes the replica; the product-form solvers ignore them). ``host``: the cores the tiers
+    share with other processes (None: a core is free whenever a tier may run); the quota
+    simulation shares them, the product-form model file and exact MVA do not (see
+    :meth:`to_model`)."""
 
     tiers: tuple[TierModel, ...]
     think_time: float
@@ -175,6 +200,7 @@ class NTierModel:
     stall_cycle: float = 0.0
     think_dist: str = "exp"
     period: float = CFS_PERIOD_S
+    host: HostModel | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -210,6 +236,13 @@ class NTierModel:
         less its background), so ``service`` is CPU seconds. Outside delays are a delay station
         ``outside``. A quota is read as a slower processor here (exact for throughput, pessimistic
         for response times below saturation: see :mod:`tierscope.domains._quota_sim`).
+
+        The host's cores shared with other processes (``host``) are left out: a tier's speed
+        would depend on how many tasks the *other* tiers and processes run, which no product-form
+        station expresses (a separate multi-server "host" station would count each request's CPU
+        twice, once at its tier and once at the host). Exact MVA is used for systems without
+        quotas, whose tiers are bounded by their processes; on a busy host ``--solver quota-sim``
+        shares the cores.
         """
         stations: list[dict[str, Any]] = []
         demands: dict[str, float] = {}
@@ -303,6 +336,10 @@ class Prediction:
     response_times: Any = None  # np.ndarray of simulated response times
     #: throttled fraction of the periods in which a quota'd tier ran (simulation only)
     throttled: dict[str, float] | None = None
+    #: mean share of a core a running task of the tiers got from the host, and the host's busy
+    #: cores (the tiers' and other processes'; simulation with a host only)
+    host_share: float | None = None
+    host_cores: float | None = None
 
     def rt_quantile(self, q: float) -> float | None:
         if self.response_times is None or len(self.response_times) == 0:
@@ -326,6 +363,8 @@ class Prediction:
             out["ci"] = {"throughput": self.throughput_hw, "rt_mean": self.rt_mean_hw}
         if self.throttled is not None:
             out["throttled"] = dict(self.throttled)
+        if self.host_share is not None:
+            out["host"] = {"share": self.host_share, "cpu_cores": self.host_cores}
         return out
 
 
@@ -410,6 +449,7 @@ def _predict_sim(
         )
         for i, t in enumerate(model.tiers)
     ]
+    host = model.host
     out = simulate_closed(
         tiers,
         users=users,
@@ -431,6 +471,8 @@ def _predict_sim(
         warmup=warmup,
         duration=duration,
         seed=seed,
+        host_cores=None if host is None else host.cores,
+        host_background=0.0 if host is None else _competing(model, host, users),
     )
     rts = out.response_times
     x_hw = r_hw = None
@@ -456,7 +498,20 @@ def _predict_sim(
         rt_mean_hw=r_hw,
         response_times=rts,
         throttled=out.throttled,
+        host_share=out.host_share,
+        host_cores=out.host_busy,
     )
+
+
+def _competing(model: NTierModel, host: HostModel, users: int) -> float:
+    """What competes with the tiers' requests for the host's cores at ``users`` users: other
+    processes, the tiers' own background CPU, and the load generator at the throughput the
+    asymptotic bounds give (min(N / (Z + delay + D), X_max)): its CPU is about 1 % of a core
+    per 100 requests/s, so the bound's error near the knee is immaterial."""
+    bounds = model.think_time + model.delay + sum(t.total_demand for t in model.tiers)
+    x = min(users / bounds if bounds > 0 else math.inf, model.max_throughput)
+    tiers_background = sum(t.background * t.facts.replicas for t in model.tiers)
+    return host.competing(x if math.isfinite(x) else 0.0) + tiers_background
 
 
 __all__ = [
@@ -467,6 +522,7 @@ __all__ = [
     "PYTHON_SWITCH_INTERVAL_S",
     "SOLVERS",
     "TIER_ORDER",
+    "HostModel",
     "NTierModel",
     "Prediction",
     "TierFacts",

@@ -112,6 +112,12 @@ def calibration(doc: dict[str, Any], title: str) -> RenderableType:
         Text(
             f"think time {m['think_time']:.4g} s, outside delay {m['outside_delay'] * 1e3:.3g} ms; "
             f"bottleneck {m['bottleneck']} (max {fmt(m['max_throughput'], 4)}/s)"
+            + (
+                ""
+                if not m.get("host")
+                else f"; host {m['host']['cores']:g} cores, "
+                f"{m['host']['background']:.2g} used by other processes"
+            )
         ),
         Text(
             f"peak throughput: measured {fmt(peak['measured'], 4)}/s, predicted "

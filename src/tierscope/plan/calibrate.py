@@ -11,7 +11,10 @@ levels (it includes the client's own time between requests); the time spent outs
 whose spread is theirs. A tier that served its saturated levels with more CPU per request than
 its light ones gets a contention law (CPU per request growing with the requests present,
 :class:`tierscope.domains.ntier.TierModel`), fitted on the sweep's levels; its demand is then
-the CPU of a request served alone.
+the CPU of a request served alone. The host: its cores (the run's host facts) and the CPU other
+processes used on it during the sweep (the host's busy cores less the tiers' and the load
+generator's, the median over the run's levels), which the tiers' tasks share the cores with
+(:class:`tierscope.domains.ntier.HostModel`).
 
 Design decision: every measured level is *predicted*, none is fitted except the lightly loaded
 levels' response times (through the outside delay), so the validation table is an honest
@@ -30,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from tierscope.domains.ntier import (
+    HostModel,
     NTierModel,
     Prediction,
     TierModel,
@@ -54,6 +58,9 @@ AGREEMENT = 0.3
 #: tier, and as many with fewer, and a slope this many standard errors above zero.
 CONTENTION_ROWS = 2
 CONTENTION_T = 3.0
+#: A level whose host was this busy (of its cores) was saturated: CPU accounting then shows
+#: what other processes got, not what they wanted.
+SATURATED_HOST = 0.97
 
 
 @dataclass
@@ -91,6 +98,7 @@ class Calibration:
 
 
 def model_summary(model: NTierModel) -> dict[str, Any]:
+    host = model.host
     return {
         "tiers": {
             t.name: {
@@ -110,6 +118,13 @@ def model_summary(model: NTierModel) -> dict[str, Any]:
         "outside_delay": model.delay,
         "max_throughput": model.max_throughput,
         "bottleneck": model.bottleneck(),
+        "host": None
+        if host is None
+        else {
+            "cores": host.cores,
+            "background": host.background,
+            "client_demand": host.client_demand,
+        },
     }
 
 
@@ -313,6 +328,9 @@ def build_model(
         )
     if any(f.kind == "cpu_hog" for f in spec.faults):
         notes.append("injected cpu_hog faults are not modelled: their CPU counts as demand")
+    host, host_estimates, host_note = _host(run)
+    if host_note:
+        notes.append(host_note)
     model = NTierModel(
         tiers=tiers,
         think_time=think,
@@ -320,6 +338,7 @@ def build_model(
         write_fraction=write_fraction if write_demand > 0 else None,
         stalls=stalls,
         stall_cycle=cycle,
+        host=host,
     )
     estimates = {
         "demand_ubr": {st: float(ubr.demands_[k, 0]) for k, st in enumerate(obs.stations)},
@@ -335,7 +354,78 @@ def build_model(
         "windows": obs.n_windows,
         "unit": "cpu_s",
     }
+    if host_estimates:
+        estimates["host"] = host_estimates
     return model, estimates, notes
+
+
+def _others(points: pl.DataFrame) -> pl.DataFrame:
+    """Per point: the cores other processes used (``others``: the host's busy cores
+    less every monitored node's and the load generator's) and the load generator's CPU per
+    request (``client``)."""
+    nodes = [
+        c
+        for c in points.columns
+        if c.endswith(".cpu_cores") and not c.startswith(("host.", "client."))
+    ]
+    client = pl.col("client.cpu_cores") if "client.cpu_cores" in points.columns else pl.lit(0.0)
+    return points.select(
+        (pl.col("host.cpu_cores") - pl.sum_horizontal(nodes) - client).alias("others"),
+        (client / pl.col("throughput")).alias("client"),
+    )
+
+
+def _host(run: Run) -> tuple[HostModel | None, dict[str, Any], str | None]:
+    """The host the tiers ran on, its estimates and a note; None where the run did not measure
+    the host's CPU (a simulated sweep) or ran on several hosts.
+
+    Other processes' CPU at each level (point) is the host's busy cores less every monitored
+    node's and the load generator's; its median over all the run's points (every setup: they
+    share the host) is the background — a level or two disturbed by a burst of other work does
+    not move it. The load generator's CPU per request is the median of its cores over the
+    throughput, so its share grows with the load. On a host saturated at every level the
+    background is what other processes *got*, less than they wanted: a lower bound.
+    """
+    assert run.points is not None
+    facts = run.info.get("host") or {}
+    cores = facts.get("usable_cores") or facts.get("cores")
+    pts = run.points
+    if "host.cpu_cores" not in pts.columns or not cores:
+        return None, {}, None
+    if len(run.info.get("hosts") or {}) > 1:
+        return None, {}, "the tiers ran on several hosts: sharing a host's cores is not modelled"
+    per_point = _others(pts).filter(pl.col("others").is_not_null() & pl.col("others").is_finite())
+    if per_point.height == 0:
+        return None, {}, None
+    others = per_point["others"].to_numpy()
+    busy = pts["host.cpu_cores"].drop_nulls().to_numpy()
+    saturated = int((busy >= SATURATED_HOST * float(cores)).sum())
+    client_per = per_point.filter(pl.col("client").is_finite())["client"].to_numpy()
+    background = max(float(np.median(others)), 0.0)
+    client_demand = max(float(np.median(client_per)), 0.0) if client_per.size else 0.0
+    host = HostModel(float(cores), background, client_demand)
+    estimates = {
+        "cores": host.cores,
+        "background": background,
+        "background_range": [float(others.min()), float(others.max())],
+        "client_demand": client_demand,
+        "points": int(others.size),
+        "saturated_points": saturated,
+    }
+    note = (
+        f"host: {host.cores:g} cores, {background:.2g} cores used by other processes during the "
+        f"sweep (median of {others.size} levels, {others.min():.2g} to {others.max():.2g}; "
+        f"the load generator besides: {client_demand * 1e3:.2g} ms of CPU per request); the "
+        "tiers' running tasks share the cores with them (what-if: host.background=0 for a "
+        "quiet machine)"
+    )
+    if saturated * 2 > busy.size:
+        note += (
+            f"; the host was saturated at {saturated} of {busy.size} levels, where other "
+            "processes got less CPU than they wanted: the background is a lower bound and the "
+            "response times near the knee may be predicted low"
+        )
+    return host, estimates, note
 
 
 def _stall_schedule(
@@ -558,6 +648,7 @@ def comparison_row(measured: dict[str, Any], p: Prediction) -> dict[str, Any]:
                 for k, v in measured.items()
                 if k.endswith(".cpu_throttled_ratio") and v is not None
             },
+            "host_cpu_cores": measured.get("host.cpu_cores"),
         },
         "predicted": p.to_dict(),
         "error": {

@@ -20,6 +20,10 @@ inventing a profit optimum.
 Every prediction is made with the tiers' demands raised by a *demand margin*: near a quota the
 response time grows without bound, so a fixed headroom on the statistic alone does not cover
 a demand a few per cent off (or a host a few per cent slower on the day).
+
+The host keeps the model's: its cores and the other processes' CPU measured during the sweep
+(so more replicas on the same cores compete for them); plan for another machine by changing
+the model first (:func:`tierscope.plan.whatif.with_changes`, e.g. ``host.background=0``).
 """
 
 from __future__ import annotations
@@ -321,10 +325,12 @@ def plan_document(
         if small
         else []
     )
+    host = model.host
     return finite(
         {
             "slo": [str(o) for o in objectives],
             "notes": notes,
+            "host": None if host is None else {"cores": host.cores, "background": host.background},
             "margin": margin,
             "demand_margin": demand_margin,
             "sla": describe_bands(prices, threshold),

@@ -14,7 +14,13 @@ change                 meaning
 ``think_time=1.0``     users' mean think time, s
 ``outside_delay=0``    time outside the tiers, s
 ``stalls=none``        without the run's injected stalls (the system once the pauses are fixed)
+``host.background=0``  cores' worth of other processes on the tiers' host (0: a quiet machine;
+                       ``*2`` scales the measured); the load generator's CPU stays
+``host.cores=4``       cores of the host the tiers share (``none``: a core whenever a tier may run)
 =====================  ============================================================================
+
+``host.`` is not a tier: it names the machine the run measured (the model's
+:class:`tierscope.domains.ntier.HostModel`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tierscope.domains.ntier import (
+    HostModel,
     NTierModel,
     Prediction,
     TierFacts,
@@ -36,6 +43,7 @@ from tierscope.errors import InputError
 
 TIER_FIELDS = ("servers", "replicas", "cpu", "processes", "demand")
 MODEL_FIELDS = ("think_time", "outside_delay", "stalls")
+HOST_FIELDS = ("cores", "background")
 
 
 def parse_change(text: str) -> tuple[str | None, str, str]:
@@ -49,6 +57,10 @@ def parse_change(text: str) -> tuple[str | None, str, str]:
         if key not in MODEL_FIELDS:
             raise InputError("--set", text, "a field " + ", ".join(MODEL_FIELDS) + " or TIER.FIELD")
         return None, key, value
+    if tier == "host":
+        if name not in HOST_FIELDS:
+            raise InputError("--set", text, "a host field: " + ", ".join(HOST_FIELDS))
+        return tier, name, value
     if name not in TIER_FIELDS:
         raise InputError("--set", text, "a tier field: " + ", ".join(TIER_FIELDS))
     return tier, name, value
@@ -63,6 +75,9 @@ def apply_changes(model: NTierModel, changes: list[str]) -> NTierModel:
                 raise InputError("--set", text, "stalls=none (the run's injected stalls removed)")
             model = replace(model, stalls=())
             continue
+        if tier_name == "host":
+            model = replace(model, host=_changed_host(model.host, name, raw, text))
+            continue
         if tier_name is None:
             value = _number(text, raw, minimum=0.0)
             model = (
@@ -76,6 +91,21 @@ def apply_changes(model: NTierModel, changes: list[str]) -> NTierModel:
         tier = model.tier(tier_name)
         model = model.with_tier(tier_name, _changed_tier(tier, name, raw, text))
     return model
+
+
+def _changed_host(host: HostModel | None, name: str, raw: str, text: str) -> HostModel | None:
+    if name == "cores":
+        if raw.lower() in ("none", "null", "unlimited"):
+            return None
+        cores = _number(text, raw, minimum=1e-6)
+        return HostModel(cores) if host is None else replace(host, cores=cores)
+    if host is None:
+        raise InputError(
+            "--set", text, "host.cores=N first: the run did not measure its host's CPU"
+        )
+    if raw.startswith("*"):
+        return replace(host, background=host.background * _number(text, raw[1:], minimum=0.0))
+    return replace(host, background=_number(text, raw, minimum=0.0))
 
 
 def _changed_tier(tier: TierModel, name: str, raw: str, text: str) -> TierModel:
@@ -117,6 +147,12 @@ def _integer(text: str, raw: str) -> int:
     if v < 1:
         raise InputError("--set", text, "an integer >= 1")
     return v
+
+
+def with_changes(model: NTierModel, changes: list[str]) -> NTierModel:
+    """``model`` with the changes applied and its per-request samples following the demands
+    (what ``whatif`` predicts, and what ``plan`` plans for with ``--set``)."""
+    return scale_demand_samples(model, apply_changes(model, changes))
 
 
 def scaled_demands(model: NTierModel, factor: float) -> NTierModel:
@@ -163,6 +199,7 @@ class WhatIf:
             {
                 "changes": list(self.changes),
                 "solver": self.predicted[0].method if self.predicted else None,
+                "host": {"baseline": _host_doc(self.model), "changed": _host_doc(self.changed)},
                 "capacity": {
                     "baseline": self.model.max_throughput,
                     "changed": self.changed.max_throughput,
@@ -172,6 +209,11 @@ class WhatIf:
                 "levels": rows,
             }
         )
+
+
+def _host_doc(model: NTierModel) -> dict[str, float] | None:
+    h = model.host
+    return None if h is None else {"cores": h.cores, "background": h.background}
 
 
 def whatif(
@@ -190,7 +232,7 @@ def whatif(
         raise InputError("--set", None, "at least one change, e.g. --set db.servers=2")
     if not levels:
         raise InputError("--levels", levels, "at least one number of users")
-    changed = scale_demand_samples(model, apply_changes(model, changes))
+    changed = with_changes(model, changes)
     return WhatIf(
         changes=list(changes),
         model=model,
@@ -202,4 +244,13 @@ def whatif(
     )
 
 
-__all__ = ["MODEL_FIELDS", "TIER_FIELDS", "WhatIf", "apply_changes", "parse_change", "whatif"]
+__all__ = [
+    "HOST_FIELDS",
+    "MODEL_FIELDS",
+    "TIER_FIELDS",
+    "WhatIf",
+    "apply_changes",
+    "parse_change",
+    "whatif",
+    "with_changes",
+]
