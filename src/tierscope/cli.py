@@ -879,12 +879,8 @@ def corpus(
     from tierscope.spec.learn import load_corpus_spec
 
     spec = load_corpus_spec(spec_file)
-    console = err if as_json else out
-
-    def progress(i: int, n: int, name: str, tier: str) -> None:
-        console.print(f"[{i}/{n}] {name} (capped tier: {tier}) done", markup=False)
-
-    doc = build_corpus(spec, setups, out_dir, twin=twin, source=str(spec_file), on_setup=progress)
+    with _progress_bars(as_json):  # build_corpus reports "running setups" / "simulating setups"
+        doc = build_corpus(spec, setups, out_dir, twin=twin, source=str(spec_file))
     summary = {
         "out": str(out_dir),
         "kind": doc["kind"],
@@ -920,7 +916,9 @@ def learn(
     compare: Annotated[
         bool, typer.Option("--compare/--no-compare", help="Score every feature set too.")
     ] = True,
-    jobs: Annotated[int, typer.Option(help="Folds fitted in parallel.")] = 1,
+    jobs: Annotated[
+        int, typer.Option(help="Worker processes fitting folds (-1: one per core).")
+    ] = -1,
     save: Annotated[
         Path | None, typer.Option("--save", metavar="MODEL", help="Fit on all data and save.")
     ] = None,
@@ -928,8 +926,6 @@ def learn(
 ) -> None:
     """Cross-validate classifiers that tell from metrics whether the server side is saturated
     (or which tier limits), on setups or load levels they never saw."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     from tierscope.learn import evaluate, load_dataset
     from tierscope.learn.persist import save as save_model
     from tierscope.learn.persist import train
@@ -948,19 +944,9 @@ def learn(
     if models is not None:
         given["models"] = tuple(m.strip() for m in models.split(",") if m.strip())
     options = LearnOptions.parse(given, source="tierscope learn")
-    dataset = load_dataset(data, options.window_s)
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
-        transient=True,
-    ) as bar:  # fmt: skip
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
-
-        doc = evaluate(dataset, options, progress)
+    with _progress_bars(as_json):  # reading runs, cross-validating, comparing, importance
+        dataset = load_dataset(data, options.window_s, jobs=options.jobs)
+        doc = evaluate(dataset, options)
     if save is not None:
         bundle = train(
             dataset,

@@ -414,3 +414,18 @@ def test_agreement_with_the_thesis_tables() -> None:
     assert rate >= 0.87
     assert confusion[("reliable", "reliable")] / by_truth["reliable"] >= 0.9
     assert confusion[("misleading", "misleading")] / by_truth["misleading"] >= 0.75
+
+
+def test_one_chance_verdict_among_many_setups_does_not_condemn_a_metric() -> None:
+    # up to ten setups the thesis's rule holds (any misleading setup makes it misleading); over
+    # a corpus of 24 it takes one setup in ten, more than chance verdicts of a 5 % test give
+    few = {"s0": "reliable", "s1": "reliable", "s2": "misleading"}
+    assert aggregate(few) == "misleading"
+    many = {f"s{i}": "reliable" for i in range(24)}
+    assert aggregate(many | {"s0": "misleading"}) == "reliable"
+    assert aggregate(many | {"s0": "misleading", "s1": "misleading", "s2": "misleading"}) == (
+        "misleading"
+    )
+    up = dict.fromkeys(many, "up")
+    assert aggregate(many, up | {"s0": "down"}) == "reliable"
+    assert aggregate(many, up | {"s0": "down", "s1": "down", "s2": "down"}) == "misleading"

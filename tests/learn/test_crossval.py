@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierscope.errors import InputError
-from tierscope.learn.crossval import check_no_leak, folds, spread
+from tierscope.learn.crossval import check_no_leak, cover, folds, spread
 
 
 def grid(setups: int, levels: int, windows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -95,3 +95,18 @@ def test_spread_is_even_and_bounded() -> None:
     assert len(some) == 7
     assert some[0] is all_folds[0] and some[-1] is all_folds[-1]
     assert spread(all_folds, None) == all_folds
+
+
+@pytest.mark.parametrize("scheme", ["new-setup", "new-level", "both"])
+@pytest.mark.parametrize("setups", [5, 6])
+def test_cover_holds_out_every_observation(scheme: str, setups: int) -> None:
+    s, lv = grid(setups, 4, 2)
+    all_folds = folds(s, lv, scheme)
+    chosen = cover(all_folds)
+    assert all(any(f is g for g in all_folds) for f in chosen)
+    held = np.bincount(np.concatenate([f.test for f in chosen]), minlength=s.size)
+    assert held.min() >= 1
+    if setups % 2 == 0:  # disjoint pairs of setups (new-setup) / pairs of levels (new-level)
+        assert held.max() == 1
+    if scheme == "new-setup":
+        assert len(chosen) == math.ceil(setups / 2)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tierscope.errors import InputError
+from tierscope.progress import step
 from tierscope.spec.experiment import TIERS, apply_override, parse_experiment
 from tierscope.spec.learn import CorpusSpec
 
@@ -136,8 +137,13 @@ def build_corpus(
     twin: bool = False,
     source: str = "<corpus>",
     on_setup: Callable[[int, int, str, str], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run ``n`` setups into ``out_dir/<setup>/`` and write ``corpus.json``; returns it."""
+    """Run ``n`` setups into ``out_dir/<setup>/`` and write ``corpus.json``; returns it.
+
+    ``on_setup(done, n, name, planted_tier)`` after each setup; ``progress(stage, done, n)``
+    (else :func:`tierscope.progress.step`) once before the first setup and after each, with the
+    stage "simulating setups" (``twin``) or "running setups"."""
     from tierscope.analysis import analyze
     from tierscope.store import read_run, write_analysis
 
@@ -159,6 +165,9 @@ def build_corpus(
         "spec": spec.model_dump(mode="json"),
         "setups": [],
     }
+    stage = "simulating setups" if twin else "running setups"
+    report = progress or step
+    report(stage, 0, n)
     for i, (setup, doc) in enumerate(zip(chosen, docs, strict=True)):
         run_dir = out_dir / setup["name"]
         status = "kept"
@@ -177,6 +186,7 @@ def build_corpus(
         (out_dir / CORPUS_JSON).write_text(json.dumps(manifest, indent=2) + "\n")
         if on_setup is not None:
             on_setup(i + 1, n, setup["name"], setup["planted_tier"])
+        report(stage, i + 1, n)
     return manifest
 
 

@@ -88,6 +88,23 @@ def spread(all_folds: list[Fold], limit: int | None) -> list[Fold]:
     return [all_folds[i] for i in picks]
 
 
+def cover(all_folds: list[Fold]) -> list[Fold]:
+    """Few folds that together hold out every observation of ``all_folds``, in their order:
+    first every fold whose held-out rows are all new (for ``new-setup`` over 24 setups, 12
+    disjoint pairs), then every fold that still holds out a row no chosen fold did."""
+    if not all_folds:
+        return []
+    covered = np.zeros(max(int(f.test.max()) for f in all_folds) + 1, dtype=bool)
+    chosen: set[int] = set()
+    for disjoint in (True, False):
+        for i, f in enumerate(all_folds):
+            new = ~covered[f.test]
+            if i not in chosen and (new.all() if disjoint else new.any()):
+                chosen.add(i)
+                covered[f.test] = True
+    return [all_folds[i] for i in sorted(chosen)]
+
+
 def check_no_leak(fold: Fold, setups: np.ndarray, levels: np.ndarray, scheme: str) -> None:
     """AssertionError if a held-out setup / (setup, level) / level is in the training rows."""
     setups = np.asarray(setups).astype(str)
@@ -107,4 +124,4 @@ def check_no_leak(fold: Fold, setups: np.ndarray, levels: np.ndarray, scheme: st
     assert not set(fold.test.tolist()) & set(fold.train.tolist()), fold.name
 
 
-__all__ = ["MIN_SETUPS", "Fold", "check_no_leak", "folds", "spread"]
+__all__ = ["MIN_SETUPS", "Fold", "check_no_leak", "cover", "folds", "spread"]

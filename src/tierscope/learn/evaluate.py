@@ -6,7 +6,17 @@ and every model fitted on the training rows and scored on the test rows. Then: t
 :mod:`.scores` per model, the best model (accuracy, then balanced accuracy), its accuracy per
 held-out setup, its grouped permutation importance on a few folds, and every feature set scored
 with the best model side by side (the thesis's comparison of All / Recommended / Server-side /
-RC / RT / WT).
+RC / RT / WT) on a cover of the observations (:func:`.crossval.cover`: for ``new-setup``, the
+disjoint pairs of setups, so that every observation is held out once; at most
+:data:`COMPARE_MAX_FOLDS` folds).
+
+Design decisions: the work is a flat list of independent fits (a fold with all its models, a
+feature set on a fold, the importance of a fold) run by joblib worker processes (``jobs``; -1:
+one per core, unless the data is so small that starting them costs more), each fit
+single-threaded: the products in these fits are small, and a threaded BLAS was up to 20 times
+slower on them on a busy machine. The feature set that the main
+cross-validation already used is not fitted again for the comparison: its predictions on the
+cover's folds are the same fits.
 """
 
 from __future__ import annotations
@@ -17,19 +27,27 @@ from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
+from threadpoolctl import threadpool_limits
 
 from tierscope.errors import InputError
 from tierscope.learn import models as model_registry
 from tierscope.learn import scores
-from tierscope.learn.crossval import Fold, folds, spread
+from tierscope.learn.crossval import Fold, cover, folds, spread
 from tierscope.learn.features import SATURATION_CLASSES, Dataset, metric_of
+from tierscope.progress import step
 from tierscope.spec.learn import FEATURE_SETS, LearnDocument, LearnOptions
 
-#: Folds of the side-by-side feature-set comparison (evenly spread over the scheme's folds).
+#: Folds of the side-by-side feature-set comparison at most (evenly spread over the cover).
 COMPARE_MAX_FOLDS = 60
 TOP_IMPORTANCE = 15
-#: ``progress(stage, done, total)``: called after every fold.
+#: With ``jobs=-1``, fits in this process when the folds' training rows times the models are
+#: fewer: starting worker processes (a second or more) would cost more than they save.
+PARALLEL_MIN_ROWS = 100_000
+#: ``progress(stage, done, total)``: once with ``done=0`` when a stage starts, then after every
+#: piece of work it finishes: a fold with all its models, a feature set on a fold, the
+#: importance on a fold. Without one, :func:`tierscope.progress.step` gets the same calls.
 Progress = Callable[[str, int, int], None]
+STAGES = ("cross-validating the models", "comparing the feature sets", "permutation importance")
 
 
 def _classes(target: str, y: np.ndarray) -> list[str]:
@@ -64,48 +82,40 @@ class _Columns:
         return chosen
 
 
-def _run_fold(
-    fold: Fold,
-    X: np.ndarray,
-    y: np.ndarray,
-    cols: list[int],
-    model_names: tuple[str, ...],
-    seed: int,
+# ---- work run in the worker processes ----------------------------------------------------------
+def _fit_fold(
+    X: np.ndarray, y: np.ndarray, fold: Fold, cols: list[int], names: tuple[str, ...], seed: int
 ) -> dict[str, np.ndarray]:
-    Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]
-    ytr = y[fold.train]
-    # the thesis's baseline: always the majority class of the whole data set (the majority of
-    # the training folds would be biased low: holding out two setups of a class makes it rarer)
-    majority = Counter(y.tolist()).most_common(1)[0][0]
-    out = {"_baseline": np.full(fold.test.size, majority, dtype=object)}
-    for name in model_names:
-        out[name] = np.asarray(model_registry.fit(name, Xtr, ytr, seed).predict(Xte), dtype=object)
-    return out
+    """Predictions (class codes) of every model ``names`` on the fold's test rows."""
+    with threadpool_limits(1):
+        return model_registry.fit_predict(
+            names, X[np.ix_(fold.train, cols)], y[fold.train], X[np.ix_(fold.test, cols)], seed
+        )
 
 
-def _cross_validate(
-    X: np.ndarray,
-    y: np.ndarray,
-    used: list[Fold],
-    columns: _Columns,
-    model_names: tuple[str, ...],
-    options: LearnOptions,
-    progress: Progress | None = None,
-    stage: str = "cross-validation",
-) -> list[dict[str, np.ndarray]]:
-    col_sets = [columns.of(f) for f in used]
-    jobs = (
-        delayed(_run_fold)(f, X, y, c, model_names, options.seed)
-        for f, c in zip(used, col_sets, strict=True)
-    )
+def _fold_importance(
+    X: np.ndarray, y: np.ndarray, fold: Fold, cols: list[int], groups: dict[str, list[int]],
+    best: str, seed: int, shuffle_seed: int,
+) -> dict[str, float]:  # fmt: skip
+    with threadpool_limits(1):
+        model = model_registry.fit(best, X[np.ix_(fold.train, cols)], y[fold.train], seed)
+        return scores.grouped_permutation_importance(
+            model.predict, X[np.ix_(fold.test, cols)], y[fold.test], groups, seed=shuffle_seed
+        )
+
+
+def _run(parallel: Parallel, tasks: list[Any], stage: str, progress: Progress | None) -> list[Any]:
+    """Results of ``tasks`` in order, reporting each one done."""
+    report = progress or step
+    report(stage, 0, len(tasks))
     out = []
-    for result in Parallel(n_jobs=options.jobs, return_as="generator")(jobs):
+    for result in parallel(tasks):
         out.append(result)
-        if progress is not None:
-            progress(stage, len(out), len(used))
+        report(stage, len(out), len(tasks))
     return out
 
 
+# ---- the document ------------------------------------------------------------------------------
 def _score(
     name: str, used: list[Fold], preds: list[dict[str, np.ndarray]], y: np.ndarray,
     classes: list[str], target: str,
@@ -148,19 +158,47 @@ def evaluate(
             f"features is a '{options.features}' metric)",
         )
     X = data.features.to_numpy().astype(float)
-    preds = _cross_validate(X, y, used, columns, options.models, options, progress)
+    names = np.asarray(classes, dtype=object)
+    index = {c: i for i, c in enumerate(classes)}
+    codes = np.array([index[c] for c in y.tolist()], dtype=np.int64)  # what the workers get
+    jobs = options.jobs
+    if jobs == -1 and sum(f.train.size for f in used) * len(options.models) < PARALLEL_MIN_ROWS:
+        jobs = 1
+    # one pool of workers for every stage (1: this process)
+    with Parallel(n_jobs=jobs, return_as="generator") as parallel:
+        tasks = [
+            delayed(_fit_fold)(X, codes, f, columns.of(f), options.models, options.seed)
+            for f in used
+        ]
+        preds = [
+            {m: names[p] for m, p in fold_preds.items()}
+            for fold_preds in _run(parallel, tasks, STAGES[0], progress)
+        ]
+        majority = Counter(y.tolist()).most_common(1)[0][0]
+        for f, p in zip(used, preds, strict=True):
+            # the thesis's baseline: always the majority class of the whole data set (the
+            # majority of the training folds would be biased low: holding out two setups of a
+            # class makes it rarer)
+            p["_baseline"] = np.full(f.test.size, majority, dtype=object)
+        model_scores = {m: _score(m, used, preds, y, classes, target) for m in options.models}
+        best = max(
+            options.models,
+            key=lambda m: (model_scores[m]["accuracy"], model_scores[m]["balanced_accuracy"]),
+        )
+        feature_sets = (
+            _compare_sets(parallel, data, X, codes, names, used, preds, classes, best, options,
+                          progress)
+            if options.compare_features
+            else {}
+        )  # fmt: skip
+        importance = _importance(parallel, data, X, codes, used, columns, best, options, progress)
     notes: list[str] = []
     if columns.fallbacks:
         notes.append(
             f"{columns.fallbacks} folds had no reliable metric in their training setups: "
             "they used the server-side set instead of 'recommended'"
         )
-    model_scores = {m: _score(m, used, preds, y, classes, target) for m in options.models}
     baseline = _score("_baseline", used, preds, y, classes, target)
-    best = max(
-        options.models,
-        key=lambda m: (model_scores[m]["accuracy"], model_scores[m]["balanced_accuracy"]),
-    )
     shares = Counter(y.tolist())
     doc: dict[str, Any] = {
         "scheme": options.scheme,
@@ -173,12 +211,8 @@ def evaluate(
         "models": model_scores,
         "best": best,
         "per_setup": _per_setup(data, used, preds, y, best),
-        "importance": _importance(data, X, y, used, columns, best, options),
-        "feature_sets": (
-            _compare_sets(data, X, y, used, classes, best, options, progress)
-            if options.compare_features
-            else {}
-        ),
+        "importance": importance,
+        "feature_sets": feature_sets,
         "observations": int(y.size),
         "setups": len(set(data.setups.tolist())),
         "levels": len(set(data.levels.tolist())),
@@ -202,23 +236,25 @@ def _per_setup(
 
 
 def _importance(
-    data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], columns: _Columns,
-    best: str, options: LearnOptions,
+    parallel: Parallel, data: Dataset, X: np.ndarray, codes: np.ndarray, used: list[Fold],
+    columns: _Columns, best: str, options: LearnOptions, progress: Progress | None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     if options.importance_folds == 0:
         return []
     names = data.feature_names
-    totals: dict[str, list[float]] = {}
+    tasks = []
     for i, fold in enumerate(spread(used, options.importance_folds)):
         cols = columns.of(fold)
-        Xtr, Xte = X[np.ix_(fold.train, cols)], X[np.ix_(fold.test, cols)]
-        model = model_registry.fit(best, Xtr, y[fold.train], options.seed)
         groups: dict[str, list[int]] = {}
         for j, c in enumerate(cols):
             groups.setdefault(metric_of(names[c]), []).append(j)
-        drops = scores.grouped_permutation_importance(
-            model.predict, Xte, y[fold.test], groups, seed=options.seed + i
+        tasks.append(
+            delayed(_fold_importance)(
+                X, codes, fold, cols, groups, best, options.seed, options.seed + i
+            )
         )
+    totals: dict[str, list[float]] = {}
+    for drops in _run(parallel, tasks, STAGES[2], progress):
         for metric, d in drops.items():
             totals.setdefault(metric, []).append(d)
     if totals and max(max(v) for v in totals.values()) <= 0:
@@ -231,22 +267,35 @@ def _importance(
 
 
 def _compare_sets(
-    data: Dataset, X: np.ndarray, y: np.ndarray, used: list[Fold], classes: list[str],
-    best: str, options: LearnOptions, progress: Progress | None,
+    parallel: Parallel, data: Dataset, X: np.ndarray, codes: np.ndarray, names: np.ndarray,
+    used: list[Fold], preds: list[dict[str, np.ndarray]], classes: list[str], best: str,
+    options: LearnOptions, progress: Progress | None,
 ) -> dict[str, Any]:  # fmt: skip
-    sub = spread(used, COMPARE_MAX_FOLDS)
-    out: dict[str, Any] = {}
+    sub = spread(cover(used), COMPARE_MAX_FOLDS)
+    at = {id(f): i for i, f in enumerate(used)}
+    y = names[codes]
+    entries: dict[str, dict[str, Any]] = {}
+    sets: dict[str, tuple[_Columns, list[list[int]]]] = {}
+    tasks, owners = [], []
     for name in FEATURE_SETS:
         columns = _Columns(data, name)
         if columns.fixed is not None and not columns.fixed:
-            out[name] = {"model": best, "available": False, "reason": "no such metric in DATA"}
+            entries[name] = {"model": best, "available": False, "reason": "no such metric in DATA"}
             continue
-        preds = _cross_validate(
-            X, y, sub, columns, (best,), options, progress, f"feature set {name}"
-        )
-        entry = _score(best, sub, preds, y, classes, options.target)
+        col_sets = [columns.of(f) for f in sub]
+        sets[name] = (columns, col_sets)
+        if name != options.features:  # the main cross-validation's set is fitted already
+            for f, cols in zip(sub, col_sets, strict=True):
+                tasks.append(delayed(_fit_fold)(X, codes, f, cols, (best,), options.seed))
+                owners.append(name)
+    fitted: dict[str, list[dict[str, np.ndarray]]] = {}
+    for name, result in zip(owners, _run(parallel, tasks, STAGES[1], progress), strict=True):
+        fitted.setdefault(name, []).append({best: names[result[best]]})
+    for name, (columns, _) in sets.items():
+        set_preds = fitted.get(name) or [{best: preds[at[id(f)]][best]} for f in sub]
+        entry = _score(best, sub, set_preds, y, classes, options.target)
         entry.pop("confusion")
-        out[name] = {
+        entries[name] = {
             "model": best,
             "available": True,
             **entry,
@@ -254,7 +303,7 @@ def _compare_sets(
             "folds": len(sub),
             "fallback_folds": columns.fallbacks,
         }
-    return out
+    return {name: entries[name] for name in FEATURE_SETS}
 
 
-__all__ = ["COMPARE_MAX_FOLDS", "evaluate"]
+__all__ = ["COMPARE_MAX_FOLDS", "STAGES", "evaluate"]

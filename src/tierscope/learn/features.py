@@ -21,9 +21,12 @@ A table (Parquet or CSV) holds observations directly: ``setup, level[, rep, wind
 truth; without ``label`` the labels come from the per-level mean throughput by the rule of the
 saturation analysis.
 
-Design decision: the indicator category of every metric in every setup is kept beside the data,
-so the "recommended" feature set of a cross-validation fold is chosen from its *training*
-setups only; choosing it on all setups would leak the held-out setups into the model.
+Design decisions: the indicator category of every metric in every setup is kept beside the
+data, so the "recommended" feature set of a cross-validation fold is chosen from its *training*
+setups only; choosing it on all setups would leak the held-out setups into the model. The
+categories come from the run's saved analysis when it used the same significance (the
+permutation tests behind them are most of the cost of reading a run), else are computed anew;
+runs are read in parallel worker processes.
 """
 
 from __future__ import annotations
@@ -31,18 +34,20 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
+from joblib import Parallel, delayed
 
 from tierscope.analysis import indicators as indicator_analysis
 from tierscope.analysis import saturation as saturation_analysis
 from tierscope.analysis._windows import in_steady_windows
 from tierscope.errors import InputError
+from tierscope.progress import step
 from tierscope.spec.analysis import AnalysisOptions
 
 ID_COLUMNS = ("setup", "level", "rep", "window")
@@ -52,9 +57,10 @@ CLIENT, HOST = "client", "host"
 #: Pseudo-tier of the features that take the largest value over the server tiers.
 ANY_TIER = "anytier"
 SATURATION_CLASSES = ("client", "gray", "server")
+#: The progress stage of :func:`load_dataset`.
+READING = "reading runs"
 #: Significance of a trend change when the categories behind "recommended" are computed: a
-#: corpus sweep has few levels (6 here), where the analysis's default of 0.01 finds almost no
-#: reliable metric at all.
+#: corpus sweep has few levels (6 here), where 0.01 finds almost no reliable metric at all.
 INDICATOR_P = 0.05
 
 #: Resource consumption metrics (seed 000's RC type).
@@ -294,8 +300,8 @@ def from_run(
 ) -> Dataset:
     """Observations of one run folder; setups are named ``<name>`` (one setup) or
     ``<name>/<setup>`` (several). Labels come from its analysis (``analysis.json`` when it has
-    one, else computed now); the indicator categories are recomputed with ``indicator_p`` as
-    the significance of a trend change."""
+    one, else computed now); so do the indicator categories when that analysis used
+    ``indicator_p`` as the significance of a trend change, else they are computed with it."""
     from tierscope.analysis import analyze, steady_windows
     from tierscope.store import read_analysis, read_run
 
@@ -316,15 +322,15 @@ def from_run(
     setups = frame["setup"].to_list()
     levels = frame["level"].to_list()
     categories: dict[str, dict[str, str]] = {}
-    if run.points is not None and run.points.height:
+    options = AnalysisOptions(change_p=indicator_p)
+    found = _analysed_categories(doc, options)
+    if found is None and run.points is not None and run.points.height:
         levels_frame = indicator_analysis.metric_levels(run.metrics, run.points, windows)
-        found, _ = indicator_analysis.analyze_indicators(
-            levels_frame, doc["saturation"], AnalysisOptions(change_p=indicator_p)
-        )
-        for ind in found:
-            for s, cat in ind["per_setup"].items():
-                if s in rename:
-                    categories.setdefault(rename[s], {})[ind["metric"]] = cat
+        found, _ = indicator_analysis.analyze_indicators(levels_frame, doc["saturation"], options)
+    for ind in found or []:
+        for s, cat in ind["per_setup"].items():
+            if s in rename:
+                categories.setdefault(rename[s], {})[ind["metric"]] = cat
     features = frame.drop(*ID_COLUMNS)
     ids = frame.select(ID_COLUMNS).with_columns(pl.col("setup").replace_strict(rename))
     return Dataset(
@@ -338,6 +344,30 @@ def from_run(
         window_s=window_s,
         sources=[str(path)],
     )
+
+
+#: The analysis options that decide an indicator category (:func:`indicators.classify_pattern`).
+CATEGORY_OPTIONS = ("change_p", "min_effect", "permutations", "seed")
+_CATEGORIES = AnalysisOptions(change_p=INDICATOR_P)
+
+
+def _analysed_categories(
+    doc: dict[str, Any], options: AnalysisOptions
+) -> list[dict[str, Any]] | None:
+    """The indicators of the run's saved analysis when it judged them with ``options`` (then
+    the categories are those a new computation would give, at no cost: the permutation tests
+    behind them are most of the time of reading a corpus), else None."""
+    saved = doc.get("options") or {}
+    wanted = options.model_dump()
+    if any(saved.get(k) != wanted[k] for k in CATEGORY_OPTIONS):
+        return None
+    found = doc.get("indicators")
+    if not isinstance(found, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("per_setup"), dict) and "metric" in d
+        for d in found
+    ):
+        return None
+    return found
 
 
 def _run_folders(path: Path) -> list[Path]:
@@ -499,8 +529,18 @@ def _table_categories(
 
 
 # ---- any DATA ----------------------------------------------------------------------------------
-def load_dataset(paths: Sequence[Path], window_s: float = 1.0) -> Dataset:
-    """DATA of ``tierscope learn``: one table, or run/corpus folders (several allowed)."""
+def load_dataset(
+    paths: Sequence[Path],
+    window_s: float = 1.0,
+    *,
+    jobs: int = -1,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Dataset:
+    """DATA of ``tierscope learn``: one table, or run/corpus folders (several allowed), read
+    by ``jobs`` worker processes (-1: one per core); ``progress("reading runs", done, total)``
+    (else :func:`tierscope.progress.step`) after each run."""
+    from tierscope.store import read_analysis
+
     if not paths:
         raise InputError("DATA", None, "a table or run folders")
     for p in paths:
@@ -514,7 +554,15 @@ def load_dataset(paths: Sequence[Path], window_s: float = 1.0) -> Dataset:
     names = [r.name for r in runs]
     if len(set(names)) != len(names):  # same folder names under different parents
         names = [f"{r.parent.name}/{r.name}" for r in runs]
-    parts = [from_run(r, window_s, name=n) for r, n in zip(runs, names, strict=True)]
+    parts = []
+    report = progress or step
+    report(READING, 0, len(runs))
+    # worker processes only pay for their start when categories are to be computed
+    fresh = sum(_analysed_categories(read_analysis(r) or {}, _CATEGORIES) is None for r in runs)
+    tasks = (delayed(from_run)(r, window_s, name=n) for r, n in zip(runs, names, strict=True))
+    for part in Parallel(n_jobs=jobs if fresh > 1 else 1, return_as="generator")(tasks):
+        parts.append(part)
+        report(READING, len(parts), len(runs))
     parts = [p for p in parts if p.features.height]
     if not parts:
         raise InputError("DATA", [str(p) for p in paths], "runs with metrics in steady windows")

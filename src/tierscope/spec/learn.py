@@ -17,7 +17,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tierscope.errors import SpecError
 from tierscope.spec._load import load_yaml
@@ -139,8 +146,8 @@ class LearnOptions(BaseModel):
     """Folds on which the permutation importance of the best model is measured."""
     compare_features: bool = True
     """Also score every feature set with the best model (the thesis's side-by-side table)."""
-    jobs: Annotated[int, Field(ge=-1)] = 1
-    """Folds fitted in parallel (joblib; -1: every core)."""
+    jobs: Annotated[int, Field(ge=-1)] = -1
+    """Worker processes that fit folds in parallel (joblib; -1: one per core, 1: none)."""
     seed: int = 0
 
     @model_validator(mode="after")
@@ -152,6 +159,13 @@ class LearnOptions(BaseModel):
                 f"expected some of {', '.join(MODEL_NAMES)}"
             )
         return self
+
+    @field_validator("jobs")
+    @classmethod
+    def _workers(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("-1 (one worker per core) or a number of workers >= 1")
+        return value
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "learn options") -> LearnOptions:
