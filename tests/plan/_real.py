@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.experiment._support import require
-from tierscope.plan import calibrate, fit_model, whatif
+from tierscope.plan import calibrate, fit_model, parse_slo, plan, plan_document, whatif
 from tierscope.plan.calibrate import accuracy_summary, comparison_row, measured_levels
 from tierscope.spec.experiment import apply_override, parse_experiment, parse_override
+from tierscope.spec.prices import parse_prices
 from tierscope.store import read_run
 
 DB_BOTTLENECK = {"web": {"cpu": 0.5}, "app": {"cpu": 0.8}, "db": {"cpu": 0.2}}
@@ -111,3 +112,31 @@ def whatif_summary(run_dir: Path, levels: list[int]) -> tuple[Any, Any, dict[str
         for r, p in zip(real.iter_rows(named=True), result.predicted, strict=True)
     ]
     return model, result, accuracy_summary(rows, result.changed) | {"levels": rows}
+
+
+def plans_run_for_real(
+    run_dir: Path, out: Path, users: list[int], slo: str, phases: dict[str, float] | None = None
+) -> list[dict[str, Any]]:
+    """The cheapest configuration meeting ``slo`` at each number of users, planned from the
+    base setup's model, deployed and measured: what was planned and what it did."""
+    model, _, _ = fit_model(read_run(run_dir), setup="base")
+    objectives = parse_slo(slo)
+    prices = parse_prices({"search": {"replicas": [1, 2], "cpu": [0.1, 0.2, 0.3, 0.4, 0.6, 0.8]}})
+    doc = plan_document(model, plan(model, users, objectives, prices), objectives, prices)
+    measured = []
+    for lv in doc["levels"]:
+        best = lv["cheapest"]
+        assert best is not None, lv
+        spec = base_spec(DB_BOTTLENECK, [lv["users"]], phases=phases)
+        run = measure(out / f"plan-{lv['users']}", spec, best["overrides"])
+        row = measured_levels(read_run(run), "s0").row(0, named=True)
+        measured.append(
+            {
+                "users": lv["users"],
+                "config": best["overrides"],
+                "predicted_p95": best["predicted"]["rt_p95"],
+                "measured_p95": row["rt_p95"],
+                "measured_throughput": row["throughput"],
+            }
+        )
+    return measured
