@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from tierscope.analysis.indicators import LEVELS_SCHEMA
+
 __all__ = [
     "PATTERNS",
     "Stall",
@@ -336,17 +338,7 @@ def indicator_setups(
                 (setup, float(lv), name, name.split(".")[0], float(v))
                 for lv, v in zip(levels, y, strict=True)
             ]
-    frame = pl.DataFrame(
-        rows,
-        schema={
-            "setup": pl.String,
-            "level": pl.Float64,
-            "name": pl.String,
-            "tier": pl.String,
-            "value": pl.Float64,
-        },
-        orient="row",
-    )
+    frame = pl.DataFrame(rows, schema=LEVELS_SCHEMA, orient="row")
     saturation: list[dict[str, object]] = [
         {
             "setup": setup,

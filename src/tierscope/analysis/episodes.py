@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
+from tierscope.analysis.millibottlenecks import overlapping
+
 __all__ = [
     "Occurrence",
     "Period",
@@ -551,18 +553,7 @@ def _vlrt(
     e = np.asarray(front[1], dtype=float)
     keep = np.isfinite(s) & np.isfinite(e) & (e - s >= vlrt_s)
     s, e = s[keep], e[keep]
-    if s.size == 0:
-        return 0
-    merged: list[list[float]] = []
-    for a, b in sorted((ep["start"], ep["end"]) for ep in eps):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    ms = np.array([m[0] for m in merged])
-    me = np.array([m[1] for m in merged])
-    j = np.searchsorted(ms, e, side="left") - 1
-    return int(((j >= 0) & (me[np.maximum(j, 0)] > s)).sum())
+    return int(overlapping(s, e, [(ep["start"], ep["end"]) for ep in eps]).sum())
 
 
 def _where(setups: list[str], levels: list[float]) -> str:

@@ -87,6 +87,14 @@ EXHAUSTIVE = 720
 #: Across setups, the share of identifiable setups whose verdict must be "misleading" (or the
 #: other way round) for the metric to be misleading: one setup up to ten, then one in ten.
 MISLEADING_SHARE = 0.1
+#: Columns of :func:`metric_levels`: one row per (setup, level, metric).
+LEVELS_SCHEMA = {
+    "setup": pl.String,
+    "level": pl.Float64,
+    "name": pl.String,
+    "tier": pl.String,
+    "value": pl.Float64,
+}
 #: Largest number of metric combinations searched exhaustively for a covering set.
 MAX_COMBINATIONS = 300_000
 ONE_SETUP = (
@@ -642,15 +650,7 @@ def metric_levels(
             long = long.join(have, on=["setup", "level", "name"], how="anti")
         frames.append(long)
     if not frames:
-        return pl.DataFrame(
-            schema={
-                "setup": pl.String,
-                "level": pl.Float64,
-                "name": pl.String,
-                "tier": pl.String,
-                "value": pl.Float64,
-            }
-        )
+        return pl.DataFrame(schema=LEVELS_SCHEMA)
     return pl.concat(frames).sort("name", "setup", "level")
 
 

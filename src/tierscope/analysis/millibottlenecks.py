@@ -58,6 +58,7 @@ __all__ = [
     "cross_check",
     "detect_episodes",
     "metric_episodes",
+    "overlapping",
     "place",
     "saturation_load",
     "spans_of",
@@ -596,21 +597,27 @@ def vlrt_links(
             np.searchsorted(ss, ep["end"], side="left")
             - np.searchsorted(es, ep["start"], side="right")
         )
-    if not episodes:
-        return int(s.size), 0
-    iv = sorted((ep["start"], ep["end"]) for ep in episodes)
+    explained = overlapping(s, e, [(ep["start"], ep["end"]) for ep in episodes])
+    return int(s.size), int(explained.sum())
+
+
+def overlapping(
+    start: np.ndarray, end: np.ndarray, intervals: list[tuple[float, float]]
+) -> np.ndarray:
+    """Which lifetimes [start, end] overlap one of ``intervals`` [a, b) (start < b, end > a)."""
     merged: list[list[float]] = []
-    for a, b in iv:
+    for a, b in sorted(intervals):
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
+    if not merged:
+        return np.zeros(np.shape(start), dtype=bool)
     ms = np.array([m[0] for m in merged])
     me = np.array([m[1] for m in merged])
     # the last merged interval starting before the request ends must end after it starts
-    j = np.searchsorted(ms, e, side="left") - 1
-    explained = (j >= 0) & (me[np.maximum(j, 0)] > s)
-    return int(s.size), int(explained.sum())
+    j = np.searchsorted(ms, end, side="left") - 1
+    return (j >= 0) & (me[np.maximum(j, 0)] > start)
 
 
 def spans_of(

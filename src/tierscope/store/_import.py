@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from tierscope.errors import InputError
+from tierscope.progress import tracked
 from tierscope.spec.imports import EPOCH_MIN, TIME_COLUMNS, column_type, columns
 from tierscope.store._run import RunWriter
 
@@ -300,7 +301,7 @@ def import_csv(
     checks = {"metrics": _check_metrics, "requests": _check_requests, "points": _check_points}
     frames: dict[str, pl.DataFrame] = {}
     absolute: dict[str, bool] = {}
-    for kind, path in given.items():
+    for kind, path in tracked(given.items(), f"reading and checking {len(given)} CSV files"):
         frame, absolute[kind] = _prepare(path, kind)
         frames[kind] = checks[kind](frame, str(path))
     timed = [k for k in frames if any(c in frames[k].columns for c in TIME_COLUMNS[k])]
