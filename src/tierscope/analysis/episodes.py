@@ -10,7 +10,8 @@ there is), else its first episode's start. Per root tier, in this order:
    (the runner starts a level's faults with its load), so a period is shared across the run
    but the phase is not, and only gaps within one (setup, level, rep) window count. An
    occurrence at t is *linked* when another one of its window follows at t + mP +- tol for
-   some m in 1..3 (missed occurrences allowed), tol = max(2 analysis windows, 2 % of P).
+   some m in 1..3 (missed occurrences allowed), tol = max(2 analysis windows, x P), x tried
+   at 2, 3 and 4 % (a busy host blurs the onsets of stalls; the p-value pays for the tries).
    Candidate periods: the gaps to the next three occurrences divided by 1..3, at least
    tol / 0.1 and twice the typical duration. If the occurrences came at random (a Poisson
    process at each window's own rate r), an occurrence would be linked with probability at
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,10 @@ MAX_MULTIPLE = 3
 ALPHA = 1e-3
 #: Fewest linked occurrences that make a train.
 MIN_LINKS = 3
-#: Relative tolerance of a gap around a multiple of the period.
-REL_TOL = 0.02
+#: Relative tolerances of a gap around a multiple of the period, each tried (the p-value pays
+#: for the tries): a tight one keeps chance links out, a loose one keeps the links of stalls
+#: whose onsets a busy host blurred.
+REL_TOLS = (0.02, 0.03, 0.04)
 #: Largest tolerance relative to the period: shorter periods are not resolved.
 MAX_REL_TOL = 0.1
 #: z score (one-sided p 0.01) by which linked gaps must be sharper than a uniform spread.
@@ -100,6 +103,7 @@ class Period:
     p_value: float  # before the correction for the number of occurrence sets
     members: np.ndarray  # indices of the onsets linked to or from
     links: int
+    tolerance: float  # seconds a gap may be off a multiple of the period
 
 
 def segments_of(spans: Sequence[Span]) -> list[Span]:
@@ -126,10 +130,29 @@ def find_period(
     """The most significant period of ``onsets`` (sorted), gaps counted within a segment only.
 
     ``bounds`` gives each segment's (start, end), for its rate and for the multiples of the
-    period that fit in it. The p-value is corrected for the candidate periods only, the caller
-    judges it; None when fewer than ``MIN_LINKS`` occurrences are linked or the linked gaps are
-    no sharper than a uniform spread (see the module docstring).
+    period that fit in it. The p-value is corrected for the candidate periods and tolerances
+    only, the caller judges it; None when fewer than ``MIN_LINKS`` occurrences are linked or the
+    linked gaps are no sharper than a uniform spread (see the module docstring).
     """
+    found = [
+        f
+        for rel in REL_TOLS
+        if (f := _find_period(onsets, segment, bounds, tol_abs, min_period, rel)) is not None
+    ]
+    if not found:
+        return None
+    best = min(found, key=lambda f: f.p_value)
+    return replace(best, p_value=min(1.0, best.p_value * len(REL_TOLS)))
+
+
+def _find_period(
+    onsets: np.ndarray,
+    segment: np.ndarray,
+    bounds: dict[int, tuple[float, float]],
+    tol_abs: float,
+    min_period: float,
+    rel: float,
+) -> Period | None:
     t = np.asarray(onsets, dtype=float)
     seg = np.asarray(segment)
     if t.size < MIN_LINKS + 1:
@@ -149,7 +172,7 @@ def find_period(
     reps: list[float] = []
     cluster: list[float] = []
     for p in cand.tolist():
-        if cluster and p - cluster[0] > 0.5 * _tol(cluster[0], tol_abs):
+        if cluster and p - cluster[0] > 0.5 * _tol(cluster[0], tol_abs, rel):
             reps.append(float(np.median(cluster)))
             cluster = []
         cluster.append(p)
@@ -158,10 +181,10 @@ def find_period(
         [np.count_nonzero(seg == s) / max(bounds[s][1] - bounds[s][0], 1e-9) for s in seg]
     )
     seg_end = np.array([bounds[s][1] for s in seg.tolist()])
-    scored = [(_p_value(t, seg, rate, seg_end, p, tol_abs)[0], -p) for p in reps]
+    scored = [(_p_value(t, seg, rate, seg_end, p, tol_abs, rel)[0], -p) for p in reps]
     period = -min(scored)[1]
     for _ in range(3):
-        src, dst, mult = _links(t, seg, period, _tol(period, tol_abs))
+        src, dst, mult = _links(t, seg, period, _tol(period, tol_abs, rel))
         if src.size == 0:
             return None
         # the longest period every link fits: when all gaps are multiples of 2P or 3P, the
@@ -169,11 +192,11 @@ def find_period(
         k = next((k for k in (3, 2) if np.all(mult % k == 0)), 1)
         # least squares over the links: sum of gaps / sum of multiples
         period = float(k * (t[dst] - t[src]).sum() / mult.sum())
-    p_value, links, members = _p_value(t, seg, rate, seg_end, period, tol_abs)
+    p_value, links, members = _p_value(t, seg, rate, seg_end, period, tol_abs, rel)
     p_value = min(1.0, p_value * len(reps))
     if links < MIN_LINKS:
         return None
-    tol = _tol(period, tol_abs)
+    tol = _tol(period, tol_abs, rel)
     src, dst, mult = _links(t, seg, period, tol)
     gaps = t[dst] - t[src]
     # Sharper than the tolerance: a smooth spread of gaps (quasi-regular episodes of a busy
@@ -184,11 +207,11 @@ def find_period(
     z = (0.5 - float(off.mean())) * np.sqrt(12.0 * off.size)
     if z < SHARP_Z:
         return None
-    return Period(period, float(np.std(gaps / mult)), p_value, members, links)
+    return Period(period, float(np.std(gaps / mult)), p_value, members, links, tol)
 
 
-def _tol(period: float, tol_abs: float) -> float:
-    return max(tol_abs, REL_TOL * period)
+def _tol(period: float, tol_abs: float, rel: float) -> float:
+    return max(tol_abs, rel * period)
 
 
 def _links(
@@ -218,10 +241,11 @@ def _p_value(
     seg_end: np.ndarray,
     period: float,
     tol_abs: float,
+    rel: float,
 ) -> tuple[float, int, np.ndarray]:
     """(tail probability of the number of linked occurrences under random onsets, that number,
     the occurrences linked to or from)."""
-    tol = _tol(period, tol_abs)
+    tol = _tol(period, tol_abs, rel)
     src, dst, _ = _links(t, seg, period, tol)
     k = int(src.size)
     fit = np.clip(np.floor((seg_end - t + tol) / period), 0, MAX_MULTIPLE)
@@ -399,7 +423,7 @@ def _train(
     p_value, subset, found = best
     members = [subset[i] for i in found.members.tolist()]
     # the root's other occurrences on the train's lattice, in the windows where it was seen
-    tol = _tol(found.period, tol_abs)
+    tol = found.tolerance
     taken = {id(o) for o in members}
     for s in {o.segment for o in members}:
         phases = np.array([o.onset for o in members if o.segment == s])
