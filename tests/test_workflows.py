@@ -60,7 +60,7 @@ def test_report_and_analysis_files_come_from_the_same_calls(sweep: Path) -> None
 
 
 def test_bad_input_is_an_input_error_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="RUN_DIR"):
+    with pytest.raises(InputError, match="run_dir"):
         workflows.analyse_run(tmp_path / "missing")
     with pytest.raises(InputError, match="--option"):
         workflows.analysis_options(["no-equals-sign"])

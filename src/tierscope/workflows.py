@@ -112,9 +112,9 @@ def analyse_run(
     """The analysis document of a run folder; written as analysis.json unless ``write`` is
     false, with report.html too when ``report``."""
     from tierscope.analysis import analyze
-    from tierscope.store import write_analysis
+    from tierscope.store import read_run, write_analysis
 
-    run = read_run_dir(run_dir)
+    run = read_run(run_dir)
     options = options or analysis_options()
     doc = analyze(run, options)
     if write:
@@ -135,9 +135,9 @@ def report_run(
     write analysis.json and the HTML report (with a learned model's indicators if ``model``);
     the report's path."""
     from tierscope.analysis import analyze
-    from tierscope.store import read_analysis, write_analysis
+    from tierscope.store import read_analysis, read_run, write_analysis
 
-    run = read_run_dir(run_dir)
+    run = read_run(run_dir)
     previous = read_analysis(run.path) or {}
     options = analysis_options(pairs, base=previous.get("options"))
     doc = analyze(run, options)

@@ -243,6 +243,39 @@ def test_an_idle_tier_is_not_taken_for_a_paused_one() -> None:
     assert episodes[0]["root_tier"] == "app"
 
 
+def test_the_tier_in_front_is_the_caller_in_the_call_graph() -> None:
+    """gateway -> catalogue -> catalogue-db, gateway -> orders. catalogue-db is paused from 5.0
+    to 5.3 s while requests wait at catalogue, its caller; orders, the component before it in
+    the order by depth, has nothing waiting. Frozen only when judged by its caller."""
+    from tierscope.analysis.millibottlenecks import frozen_stretches
+    from tierscope.spec.graph import Call, Component, Graph
+
+    graph = Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders"))),
+            Component("catalogue", calls=(Call("catalogue-db"),)),
+            Component("catalogue-db"),
+            Component("orders"),
+        ],
+        "gateway",
+    )
+    order = ["gateway", "catalogue", "orders", "catalogue-db"]  # by depth, then position
+    t = np.round(np.arange(0.05, 10.0, 0.05), 2)
+    rows = []
+    for ti in t:
+        for tier in order:
+            silent = tier == "catalogue-db" and 5.0 < ti <= 5.3
+            for metric in ("arrivals_s", "throughput_s"):
+                rows.append((ti, tier, f"{tier}-1", metric, 0.0 if silent else 40.0))
+            waiting = 3.0 if tier == "catalogue" and 5.0 < ti <= 5.3 else 0.0
+            rows.append((ti, tier, f"{tier}-1", "queue_length", waiting))
+        rows.append((ti, "client", "loadgen", "outstanding", 4.0))
+    metrics = pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
+    front = {c: graph.callers(c) for c in order}
+    assert frozen_stretches(metrics, order, front=front)["catalogue-db"] == [(5.0, 5.3)]
+    assert frozen_stretches(metrics, order)["catalogue-db"] == []  # judged by orders' queue
+
+
 def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:
     """With nested records a paused app holds its requests, so web's queue may rise only as app
     resumes and the burst arrives. An episode starting within two windows of app's resumption

@@ -256,6 +256,7 @@ def _episodes(
         metrics,
         [t for t in tiers if t != CLIENT],
         nested=run.info.get("kind") not in ("simulation", "simulated-sweep"),
+        front={t: run.graph.callers(t) for t in tiers if t in run.graph},
     )
     millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen)
     # the steady windows stand in for the phases of imported data, so episodes keep their setup

@@ -40,7 +40,7 @@ Without request records, episodes are maximal runs of resource-saturated metric 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -403,7 +403,10 @@ _COMPLETED = ("throughput_s", "completions")
 
 
 def frozen_stretches(
-    metrics: pl.DataFrame | None, tiers: Sequence[str], nested: bool = True
+    metrics: pl.DataFrame | None,
+    tiers: Sequence[str],
+    nested: bool = True,
+    front: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[tuple[float, float]]]:
     """tier -> (start, end) stretches in which a tier was frozen, after having been active
     within the second before: it completed no request (on every node) and
@@ -416,6 +419,9 @@ def frozen_stretches(
     * not ``nested`` (simulated stations, which complete their own service only): it had
       requests waiting or arriving. Only a stalled station is stuck with work; the others are
       busy, or idle for lack of input.
+
+    The tiers in front of a tier are its callers in ``front`` (the run's call graph; the
+    client in front of the entry), else the tier before it in ``tiers``.
     """
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
@@ -443,8 +449,8 @@ def frozen_stretches(
     }
 
     def column(tier: str, name: str, at: np.ndarray | None = None) -> np.ndarray | None:
-        wide = series[tier]
-        if name not in wide.columns or wide.height == 0:
+        wide = series.get(tier)
+        if wide is None or name not in wide.columns or wide.height == 0:
             return None
         values = wide[name].to_numpy()
         if at is None:
@@ -465,8 +471,10 @@ def frozen_stretches(
         queue = zeros if queue is None else queue
         if nested:
             # accepting nothing while requests wait in front of it (else it is merely idle)
-            waiting = column(tiers[k - 1] if k else CLIENT, "queue", t)
-            frozen = (done <= 0) & (accepted <= 0) & (True if waiting is None else waiting > 0)
+            callers = (front or {}).get(tier) or [tiers[k - 1] if k and front is None else CLIENT]
+            queues = [q for q in (column(c, "queue", t) for c in callers) if q is not None]
+            waiting = np.sum(queues, axis=0) > 0 if queues else True
+            frozen = (done <= 0) & (accepted <= 0) & waiting
         else:
             frozen = (done <= 0) & ((accepted > 0) | (queue > 0))
         busy = ~frozen

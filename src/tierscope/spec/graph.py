@@ -126,11 +126,9 @@ class Graph:
         """Every component that ``name``'s calls reach, directly or not."""
         return self._down.get(name, frozenset())
 
-    def is_chain(self) -> bool:
-        return all(
-            [k.to for k in c.calls] == self.names[i + 1 : i + 2]
-            for i, c in enumerate(self.components)
-        )
+    def callers(self, name: str) -> list[str]:
+        """The components that call ``name``, front to back."""
+        return [c.name for c in self.components if any(k.to == name for k in c.calls)]
 
     def depth(self, name: str) -> int:
         """Calls on the longest path from a component nobody calls to ``name`` (names not in

@@ -9,7 +9,7 @@ Where they come from, first found first:
   order where a spec names tiers; then :data:`KNOWN_ORDER` by the first word of a name), marked
   ``inferred``: the calls are a guess from the order, and the analysis says so.
 * **interval**: ``run.json``'s ``interval``; the spec's ``monitor.interval``; otherwise the
-  median step between the metrics' sample times (imported data, simulations of old).
+  median step between the samples of each series of the metrics (imported data).
 """
 
 from __future__ import annotations
@@ -100,8 +100,18 @@ def interval_of(info: dict[str, Any], metrics: pl.DataFrame | None) -> float | N
             return MonitorSpec().interval  # the spec's default
     if _nonempty(metrics) is None or "t" not in metrics.columns:
         return None
-    t = metrics.select(pl.col("t").unique().sort()).to_series()
-    step = float(t.diff().drop_nulls().median() or 0.0) if t.len() > 1 else 0.0
+    # each series's own step: series sampled at different instants interleave in time
+    keys = [c for c in ("setup", "rep", "tier", "node", "metric") if c in metrics.columns]
+    steps = (
+        metrics.lazy()
+        .select(*keys, "t")
+        .sort("t")
+        .group_by(keys)
+        .agg(pl.col("t").diff().filter(pl.col("t").diff() > 0).median().alias("dt"))
+        .collect()["dt"]
+        .drop_nulls()
+    )
+    step = float(steps.median() or 0.0) if steps.len() else 0.0
     return step if step > 0 else None
 
 
