@@ -388,12 +388,6 @@ class SystemSpec(BaseModel):
     def tier(self, name: str) -> TierSpec:
         return self.tiers.get(name) or TierSpec()  # type: ignore[call-overload]
 
-    def resources(self, name: str) -> _Resources:
-        """The resources given to component ``name`` (a tier of the shorthand, or not)."""
-        if self.components is not None:
-            return self.components[name]
-        return self.tier(name)
-
 
 class LevelRange(BaseModel):
     model_config = _STRICT
