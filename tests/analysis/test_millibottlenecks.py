@@ -303,3 +303,47 @@ def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:
 
     assert root(5.35) == "app"  # one window after the resumption
     assert root(5.6) == "web"  # 0.3 s after: not the burst
+
+
+def test_push_back_saturations_are_rooted_in_the_bottleneck_behind_them() -> None:
+    """At a level whose primary bottleneck is db/cpu, a long app pool saturation is db's
+    push-back; not so at a level without a bottleneck, for a stall, for the app's own CPU, or
+    for a component the bottleneck is not behind (another branch of the call graph)."""
+    from tierscope.analysis.millibottlenecks import push_back_roots
+    from tierscope.spec.graph import THREE_TIERS, Call, Component, Graph
+
+    def ep(incident: int, tier: str, resource: str, level: float, **extra: object) -> dict:
+        return {"incident": incident, "tier": tier, "resource": resource, "root_tier": tier,
+                "kind": "saturation", "start": 10.0 * incident, "setup": "s0",
+                "level": level, "paused": None, **extra}  # fmt: skip
+
+    bottlenecks = [
+        {"setup": "s0", "level": 20.0, "kind": "none", "primary": None},
+        {"setup": "s0", "level": 80.0, "kind": "single",
+         "primary": {"tier": "db", "resource": "cpu"}},
+    ]  # fmt: skip
+    episodes = [
+        ep(0, "app", "pool", 80.0),
+        ep(0, "web", "queue", 80.0, root_tier="app"),
+        ep(1, "app", "pool", 20.0),
+        ep(2, "app", "queue", 80.0, paused={"tier": "app", "start": 20.0, "end": 20.3}),
+        ep(3, "app", "cpu", 80.0),
+        ep(4, "app", "pool", 80.0, kind="millibottleneck"),
+    ]
+    push_back_roots(episodes, bottlenecks, Graph.chain(THREE_TIERS).downstream)
+    assert [e["root_tier"] for e in episodes] == ["db", "db", "app", "app", "app", "app"]
+    assert episodes[0]["pushed_from"] == "app" and "pushed_from" not in episodes[2]
+
+    fan_out = Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders"))),
+            Component("catalogue"),
+            Component("orders", calls=(Call("payment"),)),
+            Component("payment"),
+        ],
+        "gateway",
+    )
+    bottlenecks[1]["primary"] = {"tier": "payment", "resource": "cpu"}
+    episodes = [ep(0, "catalogue", "workers", 80.0), ep(1, "orders", "pool", 80.0)]
+    push_back_roots(episodes, bottlenecks, fan_out.downstream)
+    assert [e["root_tier"] for e in episodes] == ["catalogue", "payment"]

@@ -262,6 +262,7 @@ def _episodes(
     # the steady windows stand in for the phases of imported data, so episodes keep their setup
     spans = millibottlenecks.spans_of(run.events, windows)
     millibottlenecks.place(episodes, spans)
+    millibottlenecks.push_back_roots(episodes, bottlenecks, run.graph.downstream)
     front_times = None
     if requests is not None:
         present = set(requests["tier"].unique().to_list())
