@@ -52,6 +52,8 @@ from tierscope import _native
 from tierscope.analysis.resources import resource_scores
 from tierscope.spec.analysis import AnalysisOptions
 
+#: Prefix of a caller's metric of its calls outstanding to one callee (``calls_out:<callee>``).
+CALLS_OUT = "calls_out:"
 #: Resources whose saturation is a cause of its own, never push-back.
 _HARDWARE = ("cpu", "disk")
 
@@ -426,19 +428,26 @@ def frozen_stretches(
       busy, or idle for lack of input.
 
     The tiers in front of a tier are its callers in ``front`` (the run's call graph; the
-    client in front of the entry), else the tier before it in ``tiers``.
+    client in front of the entry), else the tier before it in ``tiers``; what waits there for
+    the tier is their calls outstanding to it (``calls_out:<tier>``, where a caller publishes
+    them), else their queues.
     """
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
         return out
     wanted = (*_ACCEPTED, *_COMPLETED, "queue_length", "outstanding")
+    calls = pl.col("metric").str.starts_with(CALLS_OUT)
     sums = (
-        metrics.filter(pl.col("tier").is_in([*tiers, CLIENT]) & pl.col("metric").is_in(wanted))
+        metrics.filter(
+            pl.col("tier").is_in([*tiers, CLIENT]) & (pl.col("metric").is_in(wanted) | calls)
+        )
         .with_columns(
             pl.when(pl.col("metric").is_in(_ACCEPTED))
             .then(pl.lit("accepted"))
             .when(pl.col("metric").is_in(_COMPLETED))
             .then(pl.lit("completed"))
+            .when(calls)
+            .then(pl.col("metric"))  # calls_out:<callee>
             .otherwise(pl.lit("queue"))  # queue_length of a tier, outstanding of the client
             .alias("what")
         )
@@ -477,7 +486,14 @@ def frozen_stretches(
         if nested:
             # accepting nothing while requests wait in front of it (else it is merely idle)
             callers = (front or {}).get(tier) or [tiers[k - 1] if k and front is None else CLIENT]
-            queues = [q for q in (column(c, "queue", t) for c in callers) if q is not None]
+            # what waits for this tier: its callers' calls to it where they publish them (a
+            # caller of several callees queues for all of them), else their queues
+            queues = [
+                q
+                for c in callers
+                if (q := column(c, CALLS_OUT + tier, t)) is not None
+                or (q := column(c, "queue", t)) is not None
+            ]
             waiting = np.sum(queues, axis=0) > 0 if queues else True
             frozen = (done <= 0) & (accepted <= 0) & waiting
         else:

@@ -88,7 +88,7 @@ class Runner:
         self.progress = progress or (lambda _state: None)
         self.setups = setup_specs(spec, doc, source=source)
         for name, setup in self.setups.items():
-            if not setup.system.is_shorthand:
+            if not setup.system.is_shorthand and setup.system.kind != "embedded":
                 where = "system.components" if name == "s0" else f"setup {name}: system.components"
                 raise SpecError(
                     source,
@@ -219,8 +219,9 @@ class Runner:
         self, name: str, spec: ExperimentSpec, dep: Deployment, monitor: Monitor, writer: RunWriter
     ) -> None:
         changed = {}
+        graph = spec.system.graph
         for node in dep.nodes:
-            quota = spec.system.tier(node.tier).cpu
+            quota = graph[node.tier].cpu if node.tier in graph else None
             if node.quota == quota or node.cgroup is None:
                 continue
             node.cgroup.set_cpu(quota)

@@ -19,14 +19,16 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
+from tierscope.experiment.embedded._instrument import read_gauges
 from tierscope.experiment.embedded.data import database_copy
 from tierscope.experiment.processes import Supervisor, python_argv
 from tierscope.experiment.targets import CsvTail, Deployment, Node
-from tierscope.spec.experiment import SystemSpec, TierSpec
+from tierscope.spec.experiment import ComponentSpec, SystemSpec, TierSpec
 
 #: Defaults per tier: knobs and the extra CPU seconds per request (by interaction).
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -35,6 +37,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "db": {"workers": 64, "cpu_cost": {"default": 0.0025}, "io_cost": {"default": 0}},
 }
 WORKLOAD_FILE = Path(__file__).resolve().parents[1] / "embedded" / "workload.yaml"
+#: The base workload of a graph: every request enters at the entry as one visit.
+GRAPH_WORKLOAD: dict[str, Any] = {
+    "name": "graph",
+    "mode": "closed",
+    "think_time": {"dist": "exp", "mean": 0.5},
+    "interactions": [{"name": "visit", "method": "GET", "url": "/"}],
+}
 
 
 def tier_config(tier: str, spec: TierSpec) -> dict[str, Any]:
@@ -51,14 +60,14 @@ def tier_config(tier: str, spec: TierSpec) -> dict[str, Any]:
     return cfg
 
 
-def processes_for(spec: TierSpec) -> int:
+def processes_for(spec: TierSpec | ComponentSpec) -> int:
     if spec.processes is not None:
         return spec.processes
     return max(1, math.ceil(spec.cpu)) if spec.cpu is not None else 1
 
 
 def node_cgroup(
-    hierarchy: Hierarchy | None, supervisor: Supervisor, name: str, spec: TierSpec
+    hierarchy: Hierarchy | None, supervisor: Supervisor, name: str, spec: TierSpec | ComponentSpec
 ) -> NodeCgroup | None:
     """The node's cgroup with the tier's CPU quota, cpuset and memory limit (None: no cgroups)."""
     if hierarchy is None:
@@ -88,10 +97,12 @@ def spawn_tier_processes(
     workdir: Path,
     count: int,
     extra_files: dict[str, str] | None = None,
+    server: str | None = None,
 ) -> tuple[int, list[dict[str, Path]]]:
-    """Start ``count`` processes of the embedded ``node.tier`` server on one port (SO_REUSEPORT)
-    and register their process groups, gauges and request logs with ``node``. ``extra_files``:
-    more files per process, key -> suffix. Returns the port and each process's files."""
+    """Start ``count`` processes of the embedded server ``server`` (default: the module named
+    after ``node.tier``) on one port (SO_REUSEPORT) and register their process groups, gauges
+    and request logs with ``node``. ``extra_files``: more files per process, key -> suffix.
+    Returns the port and each process's files."""
     port = 0
     started = []
     for i in range(count):
@@ -104,7 +115,7 @@ def spawn_tier_processes(
         write_private(
             cfg_file, json.dumps({**cfg, **{k: str(v) for k, v in files.items()}, "port": port})
         )
-        argv = python_argv(f"tierscope.experiment.embedded.{node.tier}", str(cfg_file))
+        argv = python_argv(f"tierscope.experiment.embedded.{server or node.tier}", str(cfg_file))
         proc = supervisor.spawn(label, argv, node=node.cgroup)
         port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
         node.pgids.append(proc.pid)
@@ -114,9 +125,77 @@ def spawn_tier_processes(
     return port, started
 
 
+def start_graph(
+    system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+) -> Deployment:
+    """Deploy the components of ``system.components``, callees first, each replica its own
+    node of :mod:`tierscope.experiment.embedded.component` processes; the load generator is
+    given the entry's replicas and one interaction, ``visit`` (GET /)."""
+    assert system.components is not None
+    graph = system.graph
+    endpoints: dict[str, list[tuple[str, int]]] = {}
+    nodes: list[Node] = []
+    for comp in reversed(graph.components):
+        spec = system.components[comp.name]
+        endpoints[comp.name] = []
+        for r in range(1, comp.replicas + 1):
+            name = f"{comp.name}-{r}"
+            cgroup = node_cgroup(hierarchy, supervisor, name, spec)
+            node = Node(tier=comp.name, name=name, replica=r, cgroup=cgroup, quota=spec.cpu)
+            cfg = {
+                "name": name,
+                "workers": spec.workers,
+                "pool": spec.pool,
+                "queue_limit": spec.queue_limit,
+                "cpu_cost": spec.cpu_cost or {},
+                "io_cost": spec.io_cost or {},
+                "storage": comp.storage,
+                "parallel": comp.parallel,
+                "seed": system.seed,
+                "calls": [
+                    {"to": k.to, "p": k.p, "times": k.times, "at": endpoints[k.to]}
+                    for k in comp.calls
+                ],
+            }
+            callees = [k.to for k in comp.calls]
+            port, files = spawn_tier_processes(
+                supervisor, node, cfg, workdir, processes_for(spec),
+                extra_files={f"calls_{c}": f"to-{c}.gauges" for c in callees},
+                server="component",
+            )  # fmt: skip
+            node.extra_metrics = _calls_out({c: [f[f"calls_{c}"] for f in files] for c in callees})
+            endpoints[comp.name].append(("127.0.0.1", port))
+            nodes.append(node)
+    nodes.reverse()  # front to back
+    return Deployment(
+        nodes=nodes,
+        entry_urls=[f"http://{h}:{p}" for h, p in endpoints[graph.entry or graph.names[0]]],
+        workload=GRAPH_WORKLOAD,
+        stop=supervisor.stop_all,
+        facts={"endpoints": {t: [f"{h}:{p}" for h, p in e] for t, e in endpoints.items()}},
+    )
+
+
+def _calls_out(files: dict[str, list[Path]]) -> Callable[[], dict[str, float]] | None:
+    """The node's calls outstanding to each callee (metric ``calls_out:<callee>``)."""
+    if not files:
+        return None
+
+    def read() -> dict[str, float]:
+        out = {}
+        for callee, paths in files.items():
+            values = [read_gauges(p) for p in paths]
+            out[f"calls_out:{callee}"] = float(sum(v["active"] for v in values if v))
+        return out
+
+    return read
+
+
 def start_embedded(
     system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
 ) -> Deployment:
+    if system.components is not None:
+        return start_graph(system, workdir, supervisor, hierarchy)
     nodes: list[Node] = []
     endpoints: dict[str, list[tuple[str, int]]] = {}
     token = secrets.token_hex(24)

@@ -1,0 +1,146 @@
+"""A component of an embedded system given as a call graph (``system.components``).
+
+One process of one replica: an HTTP front end on asyncio streams. A visit waits for one of
+``workers`` slots (more wait in the component's queue; beyond ``queue_limit`` requests in the
+component it answers 503 at once), does the configured CPU work (``cpu_cost``, CPU seconds) and
+storage I/O (``io_cost`` bytes written and fsynced, when ``storage``), then makes its calls: each
+call ``{to, p, times}`` is made with probability ``p``, ``times`` visits to the callee, to the
+callee replica with the fewest outstanding requests over a keep-alive pool of ``pool``
+connections per replica; in sequence, or all together and joined (``parallel``).
+
+Calls outstanding to each callee are published in a gauge file per callee (``calls_<callee>``,
+slot ``active``): the monitor reports them as ``calls_out:<callee>``, what waits at a callee's
+door, which a paused callee cannot count itself. Every visit is recorded (request id from
+``X-Request-Id``; the visit's own id and its parent's, from ``X-Parent-Visit``, in the record's
+detail: ``VISIT PARENT``), so a request's path through the graph can be rebuilt. A callee's
+error makes the visit answer 502.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tierscope.experiment.embedded import _node
+from tierscope.experiment.embedded._http import Request, Response, Upstream
+from tierscope.experiment.embedded._instrument import Gauges, RequestLog, burn, write_io
+
+PARENT_HEADER = "X-Parent-Visit"
+
+
+@dataclass
+class Callee:
+    to: str
+    p: float
+    times: int
+    replicas: list[Upstream]
+
+
+class Component:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.name = str(cfg["name"])
+        self.costs = _node.costs_of(cfg)
+        self.workers = int(cfg.get("workers") or 64)
+        pool = int(cfg.get("pool") or self.workers)
+        self.callees = [
+            Callee(
+                to=str(c["to"]),
+                p=float(c.get("p", 1.0)),
+                times=int(c.get("times", 1)),
+                replicas=[Upstream(h, int(port), max_connections=pool) for h, port in c["at"]],
+            )
+            for c in cfg.get("calls", [])
+        ]
+        self.parallel = bool(cfg.get("parallel"))
+        self.io_file = cfg["io_file"] if cfg.get("storage") else None
+        upstreams = sum(len(c.replicas) for c in self.callees)
+        self.gauges = Gauges(cfg["gauges"], workers=self.workers, pool_size=pool * upstreams)
+        # calls outstanding to each callee (slot ``active``): what waits at each callee's door,
+        # which a paused callee cannot count itself
+        self.calls_out = {c.to: Gauges(cfg[f"calls_{c.to}"]) for c in self.callees}
+        self.log = RequestLog(cfg["log"])
+        self.slots = asyncio.Semaphore(self.workers)
+        self.queue_limit = int(cfg.get("queue_limit") or 0)
+        self.in_tier = 0
+        self.ids = itertools.count()
+        self.turn = itertools.count()
+        self.rng = random.Random(f"{cfg.get('seed', 1)}/{self.name}/{os.getpid()}")
+
+    async def handle(self, req: Request) -> Response:
+        start = time.monotonic()
+        self.gauges.add("arrivals")
+        self.in_tier += 1
+        visit = f"{self.name}.{os.getpid()}.{next(self.ids)}"
+        rid = req.headers.get("x-request-id") or visit
+        parent = req.headers.get(PARENT_HEADER.lower(), "")
+        interaction = req.path.strip("/").split("/")[0] or "visit"
+        try:
+            if self.queue_limit and self.in_tier > self.queue_limit:
+                resp = Response(503, f"{self.name} queue full".encode(), content_type="text/plain")
+            else:
+                async with self.slots:
+                    with self.gauges.count("active"):
+                        resp = await self._visit(req, rid, visit, interaction)
+        except Exception as exc:  # a bug or a lost callee must not take the component down
+            resp = Response(502, f"{type(exc).__name__}: {exc}".encode(), content_type="text/plain")
+        self.in_tier -= 1
+        self.gauges.add("departures")
+        status = "ok" if resp.status < 400 else str(resp.status)
+        self.log.record(rid, interaction, start, time.monotonic(), status, f"{visit} {parent}")
+        return resp
+
+    async def _visit(self, req: Request, rid: str, visit: str, interaction: str) -> Response:
+        burn(self.costs.cpu_of(interaction))
+        if self.io_file is not None:
+            write_io(self.io_file, self.costs.io_of(interaction))
+        made = [c for c in self.callees for _ in range(c.times if self.rng.random() < c.p else 0)]
+        if self.parallel:
+            statuses = await asyncio.gather(*(self._call(c, req, rid, visit) for c in made))
+        else:
+            statuses = [await self._call(c, req, rid, visit) for c in made]
+        failed = [s for s in statuses if s >= 400]
+        if failed:
+            self.gauges.add("errors")
+            body = f"a callee answered {failed[0]}".encode()
+            return Response(502, body, content_type="text/plain")
+        return Response(200, f"{self.name} ok".encode(), content_type="text/plain")
+
+    async def _call(self, callee: Callee, req: Request, rid: str, visit: str) -> int:
+        first = next(self.turn)
+        n = len(callee.replicas)
+        upstream = min(
+            (callee.replicas[(first + i) % n] for i in range(n)), key=lambda u: u.outstanding
+        )
+        self.gauges.add("pool_busy")
+        try:
+            with self.calls_out[callee.to].count("active"):
+                headers = {"X-Request-Id": rid, PARENT_HEADER: visit}
+                status, _, _ = await upstream.request("GET", req.target, headers, b"")
+            return int(status)
+        finally:
+            self.gauges.add("pool_busy", -1)
+
+
+async def _main(cfg: dict[str, Any]) -> None:
+    component = Component(cfg)
+    await _node.serve_until_stopped(cfg, component.handle)
+    for c in component.callees:
+        for u in c.replicas:
+            u.close()
+    component.log.close()
+
+
+def main() -> None:
+    _node.exit_on_parent_death()
+    asyncio.run(_main(_node.load_config()))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
