@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from tierscope import __version__
+from tierscope import __version__, workflows
 from tierscope.errors import InputError, TierscopeError
 
 app = typer.Typer(
@@ -238,7 +238,7 @@ def run(
     from tierscope.spec.experiment import load_experiment
 
     spec, doc = load_experiment(spec_file, overrides or [])
-    _run_sweep(spec, doc, out_dir, str(spec_file), as_json)
+    _sweep(spec, doc, out_dir, str(spec_file), as_json)
 
 
 @app.command()
@@ -256,23 +256,19 @@ def demo(
     from tierscope.spec.experiment import load_experiment
 
     spec, doc = load_experiment(DEMO_SPEC, QUICK_OVERRIDES if quick else ())
-    _run_sweep(spec, doc, out_dir, "tierscope demo" + (" --quick" if quick else ""), as_json)
+    _sweep(spec, doc, out_dir, "tierscope demo" + (" --quick" if quick else ""), as_json)
 
 
-def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as_json: bool):
-    """Run a sweep with a live view, then analyse it (analysis.json, report.html) and print
-    where it saturated and what limited it."""
+def _sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as_json: bool):
+    """``workflows.run_sweep`` with a live view, then where it saturated and what limited it."""
     import signal
-    import time
 
     from rich.console import Group
 
-    from tierscope.experiment import run_experiment
     from tierscope.report import terminal
     from tierscope.report.progress import ProgressView
 
-    if out_dir is None:
-        out_dir = Path("runs") / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = out_dir or workflows.default_run_dir(spec.name)
 
     def on_sigterm(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -288,12 +284,11 @@ def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str
     )
     try:
         with view:
-            summary = run_experiment(spec, doc, out_dir, source=source, progress=view)
+            summary = workflows.run_sweep(spec, doc, out_dir, source=source, progress=view)
         console.print()
     except KeyboardInterrupt:
         err.print(f"interrupted: what was measured is kept in {out_dir} (partial)", markup=False)
         raise
-    summary["analysis"] = _analyse_run(out_dir)
     _emit(
         summary,
         as_json,
@@ -303,39 +298,6 @@ def _run_sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str
             Text(f"report: {out_dir / 'report.html'}", style="dim"),
         ),
     )
-
-
-def _analyse_run(run_dir: Path) -> dict[str, Any]:
-    """Analyse a finished run folder and write its analysis.json and report.html."""
-    from tierscope.analysis import analyze as run_analysis
-    from tierscope.analysis.series import report_series
-    from tierscope.report.html import render
-    from tierscope.store import read_run, write_analysis, write_report
-
-    options = _analysis_options(None)
-    run = read_run(run_dir)
-    doc = run_analysis(run, options)
-    write_analysis(run_dir, doc)
-    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
-    write_report(run_dir, render(doc, report_series(run, options), title))
-    return doc
-
-
-def _analysis_options(
-    pairs: list[str] | None, base: dict[str, Any] | None = None, **given: Any
-) -> Any:
-    from tierscope.spec.analysis import AnalysisOptions
-
-    data: dict[str, Any] = dict(base or {})
-    data.update({k: v for k, v in given.items() if v is not None})
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(
-                "--option", pair, "KEY=VALUE (an analysis option, see docs/analysis.md)"
-            )
-        data[key.strip().replace("-", "_")] = value.strip()
-    return AnalysisOptions.parse(data, source="analysis options")
 
 
 OptionPairs = Annotated[
@@ -373,11 +335,9 @@ def analyze(
     as_json: JsonFlag = False,
 ) -> None:
     """Saturation point, bottleneck tier and resource, indicators, millibottlenecks of a run."""
-    from tierscope.analysis import analyze as run_analysis
     from tierscope.report import terminal
-    from tierscope.store import read_run, write_analysis
 
-    options = _analysis_options(
+    options = workflows.analysis_options(
         option,
         margin=margin,
         window_s=window,
@@ -386,10 +346,7 @@ def analyze(
         vlrt_s=vlrt,
         mb_window_s=mb_window,
     )
-    run = read_run(run_dir)
-    doc = run_analysis(run, options)
-    if write:
-        write_analysis(run_dir, doc)
+    doc = workflows.analyse_run(run_dir, options, write=write)
     _emit(doc, as_json, lambda d: terminal.analysis_summary(d, f"analysis of {run_dir}"))
 
 
@@ -407,31 +364,7 @@ def report(
     ] = None,
 ) -> None:
     """Write the self-contained HTML report of a run (and its analysis.json)."""
-    from tierscope.analysis import analyze as run_analysis
-    from tierscope.analysis.series import report_series
-    from tierscope.report.html import render
-    from tierscope.store import (
-        read_analysis,
-        read_calibration,
-        read_run,
-        write_analysis,
-        write_report,
-    )
-
-    previous = read_analysis(run_dir) or {}
-    options = _analysis_options(option, base=previous.get("options"))
-    run = read_run(run_dir)
-    doc = run_analysis(run, options)
-    write_analysis(run_dir, doc)
-    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run_dir.name}"
-    learned = None
-    if model is not None:
-        from tierscope.learn.classify import learned_indicators
-        from tierscope.learn.persist import load
-
-        learned = learned_indicators(load(model), run, doc)
-    page = render(doc, report_series(run, options), title, learned, read_calibration(run_dir))
-    path = write_report(run_dir, page, out_file)
+    path = workflows.report_run(run_dir, option, out_file=out_file, model=model)
     out.print(f"report: {path}", markup=False)
 
 
@@ -453,26 +386,14 @@ def import_csv_command(
 ) -> None:
     """Write your own CSV measurements as a run folder that analyze and report read."""
     from tierscope.report import terminal
-    from tierscope.store import import_csv, read_run
 
     with _progress_bars(as_json):
-        path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
-    run = read_run(path)
-    doc = {
-        "run_dir": str(path),
-        "tables": run.info.get("tables", []),
-        "rows": {
-            t: getattr(run, t).height
-            for t in ("metrics", "requests", "points")
-            if getattr(run, t) is not None
-        },
-        "time_origin": (run.info.get("spec") or {}).get("time_origin"),
-    }
+        doc = workflows.import_run(out_dir, metrics=metrics, requests=requests, points=points)
     _emit(
         doc,
         as_json,
         lambda d: terminal.key_values(
-            f"imported into {path}",
+            f"imported into {d['run_dir']}",
             _flat(d) + [(f"rows of {k}", v) for k, v in d["rows"].items()],
         ),
     )
@@ -620,14 +541,6 @@ def _levels(text: str | None) -> list[int] | None:
     return values
 
 
-def _read_run(run_dir: Path) -> Any:
-    from tierscope.store import read_run
-
-    if not run_dir.is_dir():
-        raise InputError("RUN_DIR", str(run_dir), "a run folder (written by tierscope run)")
-    return read_run(run_dir)
-
-
 SetupOpt = Annotated[
     str | None, typer.Option(help="Setup of a multi-setup run (default: the first).")
 ]
@@ -664,44 +577,23 @@ def estimate(
     as_json: JsonFlag = False,
 ) -> None:
     """Estimate service demands (seconds per request at each station) with intervals."""
-    from tierscope.estimate import (
-        ESTIMATORS,
-        METHOD_NAMES,
-        Observations,
-        choose_method,
-        observations_from_run,
-    )
-    from tierscope.estimate import estimate as run_estimate
     from tierscope.plan import _terminal
-    from tierscope.spec.observations import load_observations_csv
 
-    if method not in METHOD_NAMES:
-        raise InputError("--method", method, "one of " + ", ".join(METHOD_NAMES))
-    if input_path.is_dir():
-        data = observations_from_run(_read_run(input_path), window=window, by=classes, setup=setup)
-    elif input_path.is_file():
-        layout, columns = load_observations_csv(input_path)
-        data = Observations.from_table(layout, columns, source=str(input_path))
-    else:
-        raise InputError("INPUT", str(input_path), "an existing run folder or CSV file")
-    chosen = choose_method(data)[0] if method == "auto" else method
-    params: dict[str, Any] = {"n_boot": bootstrap, "confidence": confidence, "seed": seed}
-    if chosen == "sd":
-        params |= {
-            "k_states": k_states,
-            "states": states,
-            "search": search,
-            "divergence": divergence,
-            "delta": delta,
-        }
-    result = run_estimate(data, method, **params)
-    doc = result.to_dict()
-    if isinstance(result, ESTIMATORS["sd"]):
-        doc["sd"] = {
-            "states_kept": result.states_kept_,
-            "divergence": result.objective_,
-            "run_time_s": result.run_time_,
-        }
+    doc = workflows.estimate_input(
+        input_path,
+        method,
+        classes=classes,
+        window=window,
+        setup=setup,
+        n_boot=bootstrap,
+        confidence=confidence,
+        seed=seed,
+        k_states=k_states,
+        states=states,
+        search=search,
+        divergence=divergence,
+        delta=delta,
+    )
     _emit(doc, as_json, lambda d: _terminal.estimate(d, input_path.name))
 
 
@@ -722,35 +614,13 @@ def calibrate(
     as_json: JsonFlag = False,
 ) -> None:
     """Build the run's queueing model, write it, and compare it with every measured level."""
-    import yaml
-
     from tierscope.plan import _terminal
-    from tierscope.plan import calibrate as run_calibrate
 
     with _progress_bars(as_json):
-        cal = run_calibrate(
-            _read_run(run_dir),
-            setup=setup,
-            window=window,
-            solver=solver,
-            duration=duration,
+        doc = workflows.calibrate_run(
+            run_dir, out_file, setup=setup, solver=solver, window=window, duration=duration,
             seed=seed,
-        )
-    from tierscope.plan import model_vs_measurement
-
-    target = out_file or run_dir / "model.yaml"
-    doc = cal.to_dict() | {"model_file": str(target)}
-    # beside the model: the validation, and the columns of a "model vs measurement" figure
-    record = target.with_name("calibration.json")
-    try:
-        target.write_text(yaml.safe_dump(cal.model_document(), sort_keys=False))
-        record.write_text(
-            json.dumps(doc | {"figure": model_vs_measurement(cal)}, indent=1, allow_nan=False)
-        )
-    except OSError as exc:
-        raise InputError("--out", str(target), f"a writable file ({exc.strerror})") from None
-    if record.parent.resolve() == run_dir.resolve():
-        doc["notes"] = [*doc["notes"], f"`tierscope report {run_dir}` adds the model to the report"]
+        )  # fmt: skip
     _emit(doc, as_json, lambda d: _terminal.calibration(d, run_dir.name))
 
 
@@ -773,33 +643,14 @@ def whatif(
     as_json: JsonFlag = False,
 ) -> None:
     """Predict the measured system with changed replicas, quotas or demands."""
-    from tierscope.plan import _terminal, fit_model, measured_levels
-    from tierscope.plan import whatif as run_whatif
+    from tierscope.plan import _terminal
 
-    run = _read_run(run_dir)
     with _progress_bars(as_json):
-        model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
-    chosen = setup or run.points["setup"][0]
-    measured = {
-        round(r["level"]): {
-            "throughput": r["throughput"],
-            "rt_mean": r["rt_mean"],
-            "rt_p95": r["rt_p95"],
-        }
-        for r in measured_levels(run, chosen).iter_rows(named=True)
-    }
-    users = _levels(levels) or sorted(measured)
-    with _progress_bars(as_json):
-        result = run_whatif(
-            model,
-            changes or [],
-            users,
-            solver=solver,
-            duration=duration,
-            seed=seed,
-            measured={u: {"measured": m} for u, m in measured.items()},
-        )
-    _emit(result.to_dict(), as_json, lambda d: _terminal.whatif(d, run_dir.name))
+        doc = workflows.whatif_run(
+            run_dir, changes or [], _levels(levels), setup=setup, solver=solver,
+            duration=duration, seed=seed,
+        )  # fmt: skip
+    _emit(doc, as_json, lambda d: _terminal.whatif(d, run_dir.name))
 
 
 @app.command()
@@ -833,31 +684,14 @@ def plan(
     as_json: JsonFlag = False,
 ) -> None:
     """Cheapest configuration meeting the SLO, and the profit-optimal one, per workload level."""
-    from tierscope.plan import _terminal, fit_model, measured_levels, parse_slo, plan_document
-    from tierscope.plan import plan as run_plan
-    from tierscope.plan.whatif import with_changes
-    from tierscope.spec.prices import Prices, load_prices
+    from tierscope.plan import _terminal
 
-    objectives = parse_slo(slo)
-    price_book = load_prices(prices) if prices is not None else Prices()
-    run = _read_run(run_dir)
-    chosen = setup or run.points["setup"][0]
-    users = _levels(levels) or [round(v) for v in measured_levels(run, chosen)["level"].to_list()]
     with _progress_bars(as_json):
-        model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
-        model = with_changes(model, changes or [])
-        plans = run_plan(
-            model,
-            users,
-            objectives,
-            price_book,
-            solver=solver,
-            duration=duration,
-            seed=seed,
-            margin=margin,
-            demand_margin=demand_margin,
-        )
-    doc = plan_document(model, plans, objectives, price_book, margin, demand_margin)
+        doc = workflows.plan_run(
+            run_dir, slo, prices=prices, levels=_levels(levels), setup=setup, solver=solver,
+            margin=margin, demand_margin=demand_margin, changes=changes or [],
+            duration=duration, seed=seed,
+        )  # fmt: skip
     _emit(doc, as_json, lambda d: _terminal.plan(d, run_dir.name))
 
 
@@ -874,23 +708,10 @@ def corpus(
     as_json: JsonFlag = False,
 ) -> None:
     """Run many setups of a system (different tiers limiting) as sweeps: data for learning."""
-    from tierscope.learn.corpus import build_corpus
     from tierscope.report import terminal
-    from tierscope.spec.learn import load_corpus_spec
 
-    spec = load_corpus_spec(spec_file)
     with _progress_bars(as_json):  # build_corpus reports "running setups" / "simulating setups"
-        doc = build_corpus(spec, setups, out_dir, twin=twin, source=str(spec_file))
-    summary = {
-        "out": str(out_dir),
-        "kind": doc["kind"],
-        "setups": len(doc["setups"]),
-        "run": sum(s["status"] == "run" for s in doc["setups"]),
-        "planted_tiers": {
-            t: sum(s["planted_tier"] == t for s in doc["setups"])
-            for t in sorted({s["planted_tier"] for s in doc["setups"]})
-        },
-    }
+        summary = workflows.corpus_run(spec_file, setups, out_dir, twin=twin)
     _emit(summary, as_json, lambda d: terminal.key_values(f"corpus {out_dir}", _flat(d)))
 
 
@@ -926,11 +747,7 @@ def learn(
 ) -> None:
     """Cross-validate classifiers that tell from metrics whether the server side is saturated
     (or which tier limits), on setups or load levels they never saw."""
-    from tierscope.learn import evaluate, load_dataset
-    from tierscope.learn.persist import save as save_model
-    from tierscope.learn.persist import train
     from tierscope.report.learning import learn_summary
-    from tierscope.spec.learn import LearnOptions
 
     given: dict[str, Any] = {
         "target": target,
@@ -943,19 +760,8 @@ def learn(
     }
     if models is not None:
         given["models"] = tuple(m.strip() for m in models.split(",") if m.strip())
-    options = LearnOptions.parse(given, source="tierscope learn")
     with _progress_bars(as_json):  # reading runs, cross-validating, comparing, importance
-        dataset = load_dataset(data, options.window_s, jobs=options.jobs)
-        doc = evaluate(dataset, options)
-    if save is not None:
-        bundle = train(
-            dataset,
-            target=options.target,
-            model=doc["best"],
-            feature_set=options.features,
-            evaluation=doc,
-        )
-        doc["saved"] = str(save_model(bundle, save))
+        doc = workflows.learn_data(data, given, save=save)
     _emit(doc, as_json, learn_summary)
 
 
@@ -968,11 +774,9 @@ def classify(
     as_json: JsonFlag = False,
 ) -> None:
     """Classify the latest window of metrics: saturated side and limiting tier."""
-    from tierscope.learn.classify import classify as classify_window
-    from tierscope.learn.persist import load
     from tierscope.report.learning import classify_summary
 
-    doc = classify_window(load(model_file), metrics)
+    doc = workflows.classify_run(model_file, metrics)
     _emit(doc, as_json, classify_summary)
 
 

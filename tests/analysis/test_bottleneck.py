@@ -13,6 +13,7 @@ from tierscope.analysis.bottleneck import analyze_bottlenecks, dependence, windo
 from tierscope.analysis.datasets import saturation_series
 from tierscope.spec import parse_model
 from tierscope.spec.analysis import AnalysisOptions
+from tierscope.spec.graph import THREE_TIERS, Call, Component, Graph
 from tierscope.store import read_run, record_simulated_sweep
 
 STEADY = 120.0  # seconds: 120 windows of 1 s
@@ -47,6 +48,8 @@ def metrics_with(
     return pl.concat(frames)
 
 
+#: The three-tier shorthand's call graph: web -> app -> db.
+CHAIN = Graph.chain(THREE_TIERS)
 WINDOWS = pl.DataFrame(
     {"setup": ["s0"], "level": [10.0], "rep": [0], "t_start": [0.0], "t_end": [STEADY]}
 )
@@ -55,7 +58,7 @@ WINDOWS = pl.DataFrame(
 def classify(saturated: dict[str, np.ndarray], **options: object) -> dict:
     opts = AnalysisOptions(**options)
     states = window_states(metrics_with(saturated), WINDOWS, opts)
-    (entry,) = analyze_bottlenecks(states, opts)
+    (entry,) = analyze_bottlenecks(states, opts, graph=CHAIN)
     return entry
 
 
@@ -175,8 +178,48 @@ def test_resources_are_ordered_by_role_primary_first() -> None:
         for tier, metric, value in rows
     )  # fmt: skip
     opts = AnalysisOptions()
-    (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts)
+    (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts, graph=CHAIN)
     order = [(r["tier"], r["resource"], r["role"]) for r in entry["resources"]]
     assert entry["kind"] == "single" and entry["primary"]["tier"] == "db"
     assert order[0] == ("db", "cpu", "bottleneck")
     assert [role for *_, role in order] == ["bottleneck", "push-back", "push-back", "host"]
+
+
+def test_push_back_follows_the_call_graph_not_an_order() -> None:
+    # gateway -> catalogue -> catalogue-db, gateway -> orders -> payment: payment's CPU is
+    # saturated; orders' pool to it is full (push-back), and so is catalogue's worker pool,
+    # which no saturated hardware lies behind: a bottleneck of its own, although catalogue
+    # comes before payment front to back.
+    graph = Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders", p=0.3))),
+            Component("catalogue", calls=(Call("catalogue-db"),)),
+            Component("catalogue-db"),
+            Component("orders", calls=(Call("payment"),)),
+            Component("payment"),
+        ],
+        "gateway",
+    )
+    t = np.arange(0, STEADY, DT)
+    rows = [
+        ("payment", "cpu_util", np.full(t.size, 0.99)),
+        ("orders", "pool_util", np.full(t.size, 1.0)),
+        ("catalogue", "worker_util", np.full(t.size, 1.0)),
+        ("gateway", "cpu_util", np.full(t.size, 0.4)),
+    ]
+    metrics = pl.concat(
+        pl.DataFrame(
+            {"t": t, "setup": "s0", "level": 10.0, "rep": 0, "tier": tier,
+             "node": f"{tier}-1", "metric": metric, "value": value}
+        )
+        for tier, metric, value in rows
+    )  # fmt: skip
+    opts = AnalysisOptions()
+    (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts, graph=graph)
+    roles = {(r["tier"], r["resource"]): r["role"] for r in entry["resources"]}
+    assert roles == {
+        ("payment", "cpu"): "bottleneck",
+        ("catalogue", "workers"): "bottleneck",
+        ("orders", "pool"): "push-back",
+    }
+    assert entry["kind"] != "single"  # two causes, not one

@@ -243,6 +243,39 @@ def test_an_idle_tier_is_not_taken_for_a_paused_one() -> None:
     assert episodes[0]["root_tier"] == "app"
 
 
+def test_the_tier_in_front_is_the_caller_in_the_call_graph() -> None:
+    """gateway -> catalogue -> catalogue-db, gateway -> orders. catalogue-db is paused from 5.0
+    to 5.3 s while requests wait at catalogue, its caller; orders, the component before it in
+    the order by depth, has nothing waiting. Frozen only when judged by its caller."""
+    from tierscope.analysis.millibottlenecks import frozen_stretches
+    from tierscope.spec.graph import Call, Component, Graph
+
+    graph = Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders"))),
+            Component("catalogue", calls=(Call("catalogue-db"),)),
+            Component("catalogue-db"),
+            Component("orders"),
+        ],
+        "gateway",
+    )
+    order = ["gateway", "catalogue", "orders", "catalogue-db"]  # by depth, then position
+    t = np.round(np.arange(0.05, 10.0, 0.05), 2)
+    rows = []
+    for ti in t:
+        for tier in order:
+            silent = tier == "catalogue-db" and 5.0 < ti <= 5.3
+            for metric in ("arrivals_s", "throughput_s"):
+                rows.append((ti, tier, f"{tier}-1", metric, 0.0 if silent else 40.0))
+            waiting = 3.0 if tier == "catalogue" and 5.0 < ti <= 5.3 else 0.0
+            rows.append((ti, tier, f"{tier}-1", "queue_length", waiting))
+        rows.append((ti, "client", "loadgen", "outstanding", 4.0))
+    metrics = pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
+    front = {c: graph.callers(c) for c in order}
+    assert frozen_stretches(metrics, order, front=front)["catalogue-db"] == [(5.0, 5.3)]
+    assert frozen_stretches(metrics, order)["catalogue-db"] == []  # judged by orders' queue
+
+
 def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:
     """With nested records a paused app holds its requests, so web's queue may rise only as app
     resumes and the burst arrives. An episode starting within two windows of app's resumption
@@ -270,3 +303,47 @@ def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:
 
     assert root(5.35) == "app"  # one window after the resumption
     assert root(5.6) == "web"  # 0.3 s after: not the burst
+
+
+def test_push_back_saturations_are_rooted_in_the_bottleneck_behind_them() -> None:
+    """At a level whose primary bottleneck is db/cpu, a long app pool saturation is db's
+    push-back; not so at a level without a bottleneck, for a stall, for the app's own CPU, or
+    for a component the bottleneck is not behind (another branch of the call graph)."""
+    from tierscope.analysis.millibottlenecks import push_back_roots
+    from tierscope.spec.graph import THREE_TIERS, Call, Component, Graph
+
+    def ep(incident: int, tier: str, resource: str, level: float, **extra: object) -> dict:
+        return {"incident": incident, "tier": tier, "resource": resource, "root_tier": tier,
+                "kind": "saturation", "start": 10.0 * incident, "setup": "s0",
+                "level": level, "paused": None, **extra}  # fmt: skip
+
+    bottlenecks = [
+        {"setup": "s0", "level": 20.0, "kind": "none", "primary": None},
+        {"setup": "s0", "level": 80.0, "kind": "single",
+         "primary": {"tier": "db", "resource": "cpu"}},
+    ]  # fmt: skip
+    episodes = [
+        ep(0, "app", "pool", 80.0),
+        ep(0, "web", "queue", 80.0, root_tier="app"),
+        ep(1, "app", "pool", 20.0),
+        ep(2, "app", "queue", 80.0, paused={"tier": "app", "start": 20.0, "end": 20.3}),
+        ep(3, "app", "cpu", 80.0),
+        ep(4, "app", "pool", 80.0, kind="millibottleneck"),
+    ]
+    push_back_roots(episodes, bottlenecks, Graph.chain(THREE_TIERS).downstream)
+    assert [e["root_tier"] for e in episodes] == ["db", "db", "app", "app", "app", "app"]
+    assert episodes[0]["pushed_from"] == "app" and "pushed_from" not in episodes[2]
+
+    fan_out = Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders"))),
+            Component("catalogue"),
+            Component("orders", calls=(Call("payment"),)),
+            Component("payment"),
+        ],
+        "gateway",
+    )
+    bottlenecks[1]["primary"] = {"tier": "payment", "resource": "cpu"}
+    episodes = [ep(0, "catalogue", "workers", 80.0), ep(1, "orders", "pool", 80.0)]
+    push_back_roots(episodes, bottlenecks, fan_out.downstream)
+    assert [e["root_tier"] for e in episodes] == ["catalogue", "payment"]

@@ -127,7 +127,10 @@ def test_no_setups_means_one_named_s0(spec_file: Path) -> None:
         ({"sweep": {"levels": []}}, "sweep.levels"),
         ({"monitor": {"interval": 0}}, "monitor.interval"),
         ({"faults": [{"kind": "stall", "tier": "app", "duration": 1, "every": 0.5}]}, "faults[0]"),
-        ({"faults": [{"kind": "stall", "tier": "app", "duration": 1, "replica": 3}]}, "replica 3"),
+        (
+            {"faults": [{"kind": "stall", "tier": "app", "duration": 1, "replica": 3}]},
+            "faults[0].replica",
+        ),
         ({"system": {"tiers": {"db": {"memory": "lots"}}}}, "system.tiers.db.memory"),
         ({"system": {"tiers": {"db": {"cpuset": "one"}}}}, "system.tiers.db.cpuset"),
         ({"system": {"kind": "webstack", "topology": "1/1/2"}}, "topology must end in /1"),

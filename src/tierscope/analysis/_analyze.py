@@ -18,14 +18,9 @@ from tierscope.analysis import episodes as episode_groups
 from tierscope.analysis._windows import in_steady_windows
 from tierscope.errors import InputError
 from tierscope.spec.analysis import AnalysisDocument, AnalysisOptions
+from tierscope.spec.graph import Graph
 
-CLIENT = "client"
-#: Tier names in their usual front-to-back order, used when the run does not tell.
-KNOWN_ORDER = (
-    "client", "lb", "proxy", "haproxy", "web", "nginx", "apache", "frontend", "gateway",
-    "app", "api", "service", "worker", "broker", "kafka", "stream", "spark", "cache",
-    "middleware", "db", "database", "postgres", "mysql", "storage", "cassandra", "disk", "host",
-)  # fmt: skip
+CLIENT, HOST = "client", "host"
 
 
 class RunLike(Protocol):
@@ -36,6 +31,12 @@ class RunLike(Protocol):
     requests: pl.DataFrame | None
     events: pl.DataFrame | None
     points: pl.DataFrame | None
+
+    @property
+    def graph(self) -> Graph: ...
+
+    @property
+    def interval(self) -> float | None: ...
 
 
 def _nonempty(frame: pl.DataFrame | None) -> pl.DataFrame | None:
@@ -75,7 +76,7 @@ def steady_windows(run: RunLike) -> pl.DataFrame:
             .filter(pl.col("t_start").is_not_null())
         )
         if t0 == "t":  # a sample describes the interval after it
-            spans = spans.with_columns(pl.col("t_end") + _interval(frame))
+            spans = spans.with_columns(pl.col("t_end") + (run.interval or 0.0))
         return spans.select(*(pl.col(c).cast(t) for c, t in schema.items())).sort("t_start")
     return pl.DataFrame(schema=schema)
 
@@ -94,40 +95,19 @@ def _with_defaults(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _interval(metrics: pl.DataFrame) -> float:
-    t = metrics.select(pl.col("t").unique().sort()).to_series()
-    if t.len() < 2:
-        return 0.0
-    return float(t.diff().drop_nulls().median() or 0.0)
-
-
 def tier_order(run: RunLike) -> list[str]:
-    """Tiers front to back: the spec's ``system.tiers`` order, else the order in which a
-    request's records start, else :data:`KNOWN_ORDER`; ``client`` first, ``host`` last."""
+    """The tiers the data names, front to back: ``client`` first, then the run's components by
+    their depth in the call graph (then their order), then names the graph lacks, ``host``
+    last."""
     seen: set[str] = set()
     for frame in (run.metrics, run.requests):
         if _nonempty(frame) is not None and "tier" in frame.columns:
             seen |= {str(t) for t in frame["tier"].unique().drop_nulls().to_list()}
-    spec_tiers = ((run.info.get("spec") or {}).get("system") or {}).get("tiers")
-    rank: dict[str, float] = {}
-    if isinstance(spec_tiers, dict):
-        rank = {str(t): float(i) for i, t in enumerate(spec_tiers)}
-    elif _nonempty(run.requests) is not None:
-        sample = (
-            run.requests.head(200_000)
-            .filter(pl.col("tier") != CLIENT)
-            .select("request_id", "tier", "start")
-            .with_columns(pl.col("start").rank("ordinal").over("request_id").alias("r"))
-            .group_by("tier")
-            .agg(pl.col("r").mean())
-        )
-        rank = {str(t): float(r) for t, r in sample.iter_rows()}
-    known = {t: i for i, t in enumerate(KNOWN_ORDER)}
+    graph = run.graph
 
-    def key(t: str) -> tuple[int, float, float, str]:
-        head = 0 if t == CLIENT else 2 if t == "host" else 1
-        base = t.split("-")[0]
-        return (head, rank.get(t, math.inf), known.get(base, len(known)), t)
+    def key(t: str) -> tuple[int, int, int, str]:
+        head = 0 if t == CLIENT else 2 if t == HOST else 1
+        return (head, graph.depth(t), graph.position(t), t)
 
     return sorted(seen, key=key)
 
@@ -164,6 +144,12 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     windows = steady_windows(run)
     tiers = tier_order(run)
     notes: list[str] = []
+    if run.graph.inferred and len(run.graph.components) > 1:
+        notes.append(
+            "the run records no call graph: its components are taken as a chain in the order "
+            "requests reach them (" + " -> ".join(run.graph.names) + "); push-back and the "
+            "roots of episodes follow it"
+        )
 
     slo_sat = (
         _slo_satisfaction(requests, windows, tiers, options.slo_s)
@@ -198,7 +184,7 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     else:
         states, growing = pl.DataFrame(), {}
     bottlenecks = bottleneck.analyze_bottlenecks(
-        states, options, labels=labels, levels=level_keys, growing=growing
+        states, options, labels=labels, levels=level_keys, growing=growing, graph=run.graph
     )
     if metrics is None:
         notes.append("no metrics: bottleneck resources are not judged")
@@ -270,11 +256,13 @@ def _episodes(
         metrics,
         [t for t in tiers if t != CLIENT],
         nested=run.info.get("kind") not in ("simulation", "simulated-sweep"),
+        front={t: run.graph.callers(t) for t in tiers if t in run.graph},
     )
     millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen)
     # the steady windows stand in for the phases of imported data, so episodes keep their setup
     spans = millibottlenecks.spans_of(run.events, windows)
     millibottlenecks.place(episodes, spans)
+    millibottlenecks.push_back_roots(episodes, bottlenecks, run.graph.downstream)
     front_times = None
     if requests is not None:
         present = set(requests["tier"].unique().to_list())

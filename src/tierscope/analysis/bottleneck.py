@@ -25,7 +25,9 @@ Push-back (soft resources): worker pools and connection pools fill up *because* 
 resource further down the chain is saturated — the app's threads all wait on the saturated
 database, its connection pool is all checked out. Such a soft resource is reported with role
 ``push-back`` and does not count as a bottleneck of its own when a hardware resource (cpu, disk)
-of its own tier or of a tier downstream of it (web → app → db) is saturated at the same level;
+of its own tier or of a tier downstream of it (its callees, theirs and so on in the run's call
+graph, :attr:`tierscope.store.Run.graph`; web → app → db in the three-tier shorthand) is
+saturated at the same level;
 without a saturated hardware resource, a full pool is the bottleneck (a soft-resource bottleneck,
 e.g. a pool sized too small).
 
@@ -51,6 +53,7 @@ import polars as pl
 from tierscope.analysis._windows import in_steady_windows
 from tierscope.analysis.resources import resource_samples
 from tierscope.spec.analysis import AnalysisOptions
+from tierscope.spec.graph import Graph
 
 __all__ = ["analyze_bottlenecks", "dependence", "queue_growth", "window_states"]
 
@@ -76,8 +79,6 @@ def _role(tier: str, pushed: bool) -> str:
 
 HARDWARE = ("cpu", "disk")
 SOFT = ("workers", "pool")
-#: Request flow of the multi-tier systems tierscope runs (upstream first).
-TIER_ORDER = {"web": 0, "app": 1, "db": 2}
 
 
 def window_states(
@@ -209,17 +210,19 @@ def _relation(dep: dict[str, Any], alpha: float) -> str:
     return "independent"
 
 
-def _pushed_back(server: list[int], resources: list[tuple[str, str, str]]) -> set[int]:
+def _pushed_back(
+    server: list[int], resources: list[tuple[str, str, str]], graph: Graph | None
+) -> set[int]:
     """Soft resources saturated while a hardware resource of their tier or of a tier downstream
-    is saturated too (see the module docstring)."""
-    hard = [TIER_ORDER[resources[j][0]] for j in server
-            if resources[j][2] in HARDWARE and resources[j][0] in TIER_ORDER]  # fmt: skip
+    is saturated too (see the module docstring); none without a call graph."""
+    hard = {resources[j][0] for j in server if resources[j][2] in HARDWARE}
     return {
         i
         for i in server
         if resources[i][2] in SOFT
-        and resources[i][0] in TIER_ORDER
-        and any(d >= TIER_ORDER[resources[i][0]] for d in hard)
+        and graph is not None
+        and resources[i][0] in graph
+        and (resources[i][0] in hard or hard & graph.downstream(resources[i][0]))
     }
 
 
@@ -247,12 +250,14 @@ def analyze_bottlenecks(
     labels: dict[tuple[str, float | None], str] | None = None,
     levels: list[tuple[str, float | None]] | None = None,
     growing: dict[tuple[str, float | None], list[dict[str, Any]]] | None = None,
+    graph: Graph | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per (setup, level) of ``states`` (from :func:`window_states`).
 
     ``labels`` gives the client/gray/server label of each (setup, level); ``levels`` lists
     levels to report even without resource metrics (as kind ``none``); ``growing`` the
-    growing queues of :func:`queue_growth`, added to each level's entry and evidence.
+    growing queues of :func:`queue_growth`, added to each level's entry and evidence;
+    ``graph`` the run's call graph, which push-back follows (without one: no push-back).
     """
     rng = np.random.default_rng(options.seed)
     out: list[dict[str, Any]] = []
@@ -271,7 +276,7 @@ def analyze_bottlenecks(
         if frame is None:
             entry = _empty(key, label, "no resource metrics in the steady windows")
         else:
-            entry = _classify(key, frame, options, rng, label)
+            entry = _classify(key, frame, options, rng, label, graph)
         queues = (growing or {}).get(key, [])
         entry["growing_queues"] = queues
         if queues:
@@ -306,6 +311,7 @@ def _classify(
     options: AnalysisOptions,
     rng: np.random.Generator,
     label: str | None,
+    graph: Graph | None,
 ) -> dict[str, Any]:
     # one column per window (rep, k), one row per resource; a missing sample is "not saturated"
     frame = frame.with_columns((pl.col("score") >= 1.0 - 1e-12).alias("sat"))
@@ -327,7 +333,7 @@ def _classify(
 
     bottleneck = [i for i in range(len(resources)) if f[i] > options.partial_min]
     server = [i for i in bottleneck if resources[i][0] not in (CLIENT, HOST)]
-    pushed = _pushed_back(server, resources)
+    pushed = _pushed_back(server, resources, graph)
     server = [i for i in server if i not in pushed]
 
     def resource_doc(i: int) -> dict[str, Any]:

@@ -40,7 +40,8 @@ Without request records, episodes are maximal runs of resource-saturated metric 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,9 @@ from tierscope import _native
 from tierscope.analysis.resources import resource_scores
 from tierscope.spec.analysis import AnalysisOptions
 
+#: Resources whose saturation is a cause of its own, never push-back.
+_HARDWARE = ("cpu", "disk")
+
 __all__ = [
     "TierWindows",
     "Timeline",
@@ -60,6 +64,7 @@ __all__ = [
     "metric_episodes",
     "overlapping",
     "place",
+    "push_back_roots",
     "saturation_load",
     "spans_of",
     "tier_windows",
@@ -403,7 +408,10 @@ _COMPLETED = ("throughput_s", "completions")
 
 
 def frozen_stretches(
-    metrics: pl.DataFrame | None, tiers: Sequence[str], nested: bool = True
+    metrics: pl.DataFrame | None,
+    tiers: Sequence[str],
+    nested: bool = True,
+    front: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[tuple[float, float]]]:
     """tier -> (start, end) stretches in which a tier was frozen, after having been active
     within the second before: it completed no request (on every node) and
@@ -416,6 +424,9 @@ def frozen_stretches(
     * not ``nested`` (simulated stations, which complete their own service only): it had
       requests waiting or arriving. Only a stalled station is stuck with work; the others are
       busy, or idle for lack of input.
+
+    The tiers in front of a tier are its callers in ``front`` (the run's call graph; the
+    client in front of the entry), else the tier before it in ``tiers``.
     """
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
@@ -443,8 +454,8 @@ def frozen_stretches(
     }
 
     def column(tier: str, name: str, at: np.ndarray | None = None) -> np.ndarray | None:
-        wide = series[tier]
-        if name not in wide.columns or wide.height == 0:
+        wide = series.get(tier)
+        if wide is None or name not in wide.columns or wide.height == 0:
             return None
         values = wide[name].to_numpy()
         if at is None:
@@ -465,8 +476,10 @@ def frozen_stretches(
         queue = zeros if queue is None else queue
         if nested:
             # accepting nothing while requests wait in front of it (else it is merely idle)
-            waiting = column(tiers[k - 1] if k else CLIENT, "queue", t)
-            frozen = (done <= 0) & (accepted <= 0) & (True if waiting is None else waiting > 0)
+            callers = (front or {}).get(tier) or [tiers[k - 1] if k and front is None else CLIENT]
+            queues = [q for q in (column(c, "queue", t) for c in callers) if q is not None]
+            waiting = np.sum(queues, axis=0) > 0 if queues else True
+            frozen = (done <= 0) & (accepted <= 0) & waiting
         else:
             frozen = (done <= 0) & ((accepted > 0) | (queue > 0))
         busy = ~frozen
@@ -543,6 +556,53 @@ def assign_roots(
             episodes[i]["onset_order"] = onset
             if paused:
                 episodes[i]["paused"] = {"tier": paused[0], "start": paused[1], "end": paused[2]}
+
+
+def push_back_roots(
+    episodes: list[dict[str, Any]],
+    bottlenecks: Sequence[dict[str, Any]],
+    downstream: Callable[[str], frozenset[str]],
+) -> None:
+    """Name the hardware bottleneck as the root of the incidents it pushed back.
+
+    At a level where the bottleneck analysis found a hardware resource (cpu, disk) the primary
+    bottleneck, a saturation incident (a second or longer) whose root is a component in front
+    of it (``downstream(root)`` holds the primary's tier) and whose root resource is not
+    hardware (a full worker or connection pool, a queue) is that bottleneck's push-back: the
+    requests queue in front of the saturated component. Its root becomes the primary's tier
+    (``pushed_from`` keeps the root found by the onsets). Stalls (a root found paused) and
+    millibottlenecks keep their root: a paused process is its own cause, and a sub-second
+    episode at such a level may be one too. Episodes need their setup and level (:func:`place`)
+    first.
+    """
+    primary: dict[tuple[str, float], str] = {}
+    for b in bottlenecks:
+        p = b.get("primary")
+        if p and b.get("level") is not None and p.get("resource") in _HARDWARE:
+            primary[(str(b["setup"]), float(b["level"]))] = str(p["tier"])
+    incidents: dict[int, list[dict[str, Any]]] = {}
+    for ep in episodes:
+        incidents.setdefault(int(ep.get("incident", -1)), []).append(ep)
+    for members in incidents.values():
+        # a stall may begin inside the incident: it keeps its own root (see assign_roots)
+        rest = [e for e in members if not e.get("paused")]
+        if not rest or any(e["kind"] != "saturation" for e in rest):
+            continue
+        root = Counter(e["root_tier"] for e in rest).most_common(1)[0][0]
+        own = [e for e in rest if e["tier"] == root]
+        if not own:
+            continue
+        first = min(own, key=lambda e: e["start"])
+        level = first.get("level")
+        cause = None if level is None else primary.get((str(first.get("setup")), float(level)))
+        if cause is None or cause == root or cause not in downstream(str(root)):
+            continue
+        if any(e["resource"] in _HARDWARE for e in own):
+            continue  # the root's own hardware saturated too: a cause of its own
+        for e in rest:
+            if e["root_tier"] == root:
+                e["root_tier"] = cause
+                e["pushed_from"] = root
 
 
 def _paused_tier(

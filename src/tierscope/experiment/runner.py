@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tierscope.errors import InputError
+from tierscope.errors import InputError, SpecError
 from tierscope.experiment.cgroups import CgroupUnavailableError, Hierarchy, open_hierarchy
 from tierscope.experiment.faults import FaultScheduler, FaultTarget, Occurrence
 from tierscope.experiment.leftovers import Removed, RunClaim, claim_run
@@ -87,6 +87,15 @@ class Runner:
         self.source = source
         self.progress = progress or (lambda _state: None)
         self.setups = setup_specs(spec, doc, source=source)
+        for name, setup in self.setups.items():
+            if not setup.system.is_shorthand:
+                where = "system.components" if name == "s0" else f"setup {name}: system.components"
+                raise SpecError(
+                    source,
+                    [(where, f"the {setup.system.kind} target runs the three-tier chain "
+                      "(system.topology, system.tiers); running a call graph of components "
+                      "is not supported yet")],
+                )  # fmt: skip
         if spec.sweep.interleave:
             _check_interleavable(self.setups, source)
         self.outcomes: list[LevelOutcome] = []
@@ -117,6 +126,8 @@ class Runner:
             seed=self.spec.system.seed,
             # run_id names the run's cgroups and scratch folder (tierscope-RUN_ID), for post-mortems
             options={"source": self.source, "setups": list(self.setups), "run_id": run_id},
+            graph=self.spec.system.graph,
+            interval=self.spec.monitor.interval,
         )
         try:
             hierarchy = self._cgroups(run_id)

@@ -277,6 +277,9 @@ class Episode(BaseModel):
     onset_order: list[str]
     #: The tier found paused (accepting and completing nothing) at the incident's start.
     paused: PausedDoc | None = None
+    #: The root the onsets named, where the incident is the push-back of a hardware bottleneck
+    #: behind it (``root_tier`` is then that bottleneck's tier).
+    pushed_from: str | None = None
     resource_confirmed: bool | None
     setup: str | None
     level: float | None

@@ -29,9 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tierscope.errors import TEXT_CHARS, SpecError, clip
 from tierscope.spec._load import MAX_DEPTH, load_yaml, shape_problem
 from tierscope.spec._types import Integer, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt
+from tierscope.spec.graph import NAME, THREE_TIERS, Call, Component, Graph, cycle
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-TIERS = ("web", "app", "db")
+TIERS = THREE_TIERS
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
@@ -96,8 +97,11 @@ def check_host(spec: ExperimentSpec, *, source: str) -> None:
     of a cgroup write."""
     cpus, memory = host_cpus(), host_memory()
     problems: list[tuple[str, str]] = []
-    for tier, t in spec.system.tiers.items():
-        where = f"system.tiers.{tier}"
+    system = spec.system
+    given = system.tiers if system.components is None else system.components
+    section = "tiers" if system.components is None else "components"
+    for tier, t in given.items():
+        where = f"system.{section}.{tier}"
         if t.cpuset is not None:
             missing = parse_cpus(t.cpuset) - cpus
             if missing:
@@ -119,8 +123,17 @@ def check_host(spec: ExperimentSpec, *, source: str) -> None:
         raise SpecError(source, problems)
 
 
-class TierSpec(BaseModel):
-    """Resources and knobs of one tier; ``cpu``, ``cpuset`` and ``memory`` apply per replica."""
+class _FieldError(ValueError):
+    """A problem found by a model's own validator at ``path`` below the model (reported as
+    the field ``<model's location>.<path>``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class _Resources(BaseModel):
+    """What a component (or a tier of the shorthand) is given: per replica."""
 
     model_config = _STRICT
 
@@ -128,12 +141,6 @@ class TierSpec(BaseModel):
     cpuset: str | None = Field(None, description="CPUs the replica may run on, e.g. '1' or '0-1'")
     memory: int | None = Field(None, description="memory limit per replica (bytes, or 256M, 1G)")
     workers: PositiveInt | None = Field(None, description="worker threads / concurrent requests")
-    connections: PositiveInt | None = Field(
-        None, description="web: keep-alive connections to each app replica"
-    )
-    db_pool: PositiveInt | None = Field(
-        None, description="app: connection pool size to each database replica"
-    )
     queue_limit: NonNegInt | None = Field(
         None, description="requests in the tier beyond which it answers 503 (0: no limit)"
     )
@@ -170,12 +177,75 @@ class TierSpec(BaseModel):
         return v
 
 
-class SystemSpec(BaseModel):
+class TierSpec(_Resources):
+    """Resources and knobs of one tier of the three-tier shorthand."""
+
+    connections: PositiveInt | None = Field(
+        None, description="web: keep-alive connections to each app replica"
+    )
+    db_pool: PositiveInt | None = Field(
+        None, description="app: connection pool size to each database replica"
+    )
+
+
+class CallSpec(BaseModel):
     model_config = _STRICT
 
-    kind: Literal["embedded", "webstack"] = "embedded"
+    to: str = Field(description="the component called")
+    p: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        1.0, description="probability that a visit makes this call"
+    )
+    times: PositiveInt = Field(1, description="visits to the callee per call made")
+
+
+class ComponentSpec(_Resources):
+    """One component of a system given as a call graph (``system.components``)."""
+
+    replicas: PositiveInt = 1
+    pool: PositiveInt | None = Field(None, description="connections to each callee replica")
+    calls: list[CallSpec] = Field(default_factory=list)
+    parallel: bool = Field(False, description="calls fanned out together and joined")
+    storage: bool = Field(False, description="backed by real files (io_cost is written there)")
+    pid: list[PositiveInt] | None = Field(None, description="attach: the component's processes")
+    match: str | None = Field(None, description="attach: a regular expression of command lines")
+    cgroup: str | None = Field(None, description="attach: the component's cgroup path")
+    container: str | None = Field(None, description="attach: a Docker/Podman container id")
+    url: str | None = Field(None, description="attach: the URL the load generator drives")
+
+    @field_validator("pid", mode="before")
+    @classmethod
+    def _one_pid(cls, v: Any) -> Any:
+        return [v] if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("match")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"expected a regular expression: {exc}") from None
+        return v
+
+    @property
+    def located(self) -> list[str]:
+        """The attach fields given (``pid``, ``match``, ``cgroup``, ``container``)."""
+        return [k for k in ("pid", "match", "cgroup", "container") if getattr(self, k)]
+
+
+class SystemSpec(BaseModel):
+    """The system: the three-tier shorthand (``topology``, ``tiers``) or a call graph
+    (``components``, ``entry``)."""
+
+    model_config = _STRICT
+
+    kind: Literal["embedded", "webstack", "attach"] = "embedded"
     topology: str = Field("1/1/1", description="replicas web/app/db, e.g. 1/2/1")
     tiers: dict[Literal["web", "app", "db"], TierSpec] = Field(default_factory=dict)
+    entry: str | None = Field(None, description="the component the load enters through")
+    components: dict[str, ComponentSpec] | None = Field(
+        None, description="the components and their calls (instead of topology and tiers)"
+    )
     seed: Integer = Field(1, description="seed of the database contents")
 
     @field_validator("topology")
@@ -186,18 +256,137 @@ class SystemSpec(BaseModel):
             raise ValueError(f"expected three replica counts web/app/db such as 1/2/1, got {v!r}")
         return v
 
+    @field_validator("components")
+    @classmethod
+    def _names(cls, v: dict[str, ComponentSpec] | None) -> dict[str, ComponentSpec] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("at least one component")
+        for name in v:
+            if not NAME.fullmatch(name):
+                raise ValueError(
+                    f"expected component names of letters, digits, '-' and '_' (at most 64), "
+                    f"got {clip(name, 80)!r}"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self) -> SystemSpec:
+        if self.components is None:
+            if self.entry is not None and self.entry != "web":
+                raise _FieldError(
+                    "entry", f"the three-tier shorthand enters at web, not {self.entry!r}"
+                )
+            if self.kind == "attach":
+                raise _FieldError("components", "attach names the components it watches")
+            if self.kind == "webstack" and self.replicas["db"] != 1:
+                raise _FieldError(
+                    "topology", "webstack runs one PostgreSQL server: topology must end in /1"
+                )
+            return self
+        given = {"topology", "tiers"} & self.model_fields_set
+        if given:
+            raise _FieldError(
+                sorted(given)[0],
+                "give either the three-tier shorthand (topology, tiers) or components, not both",
+            )
+        if self.kind == "webstack":
+            raise _FieldError(
+                "components",
+                "webstack is the nginx -> app -> PostgreSQL chain; give it topology and tiers",
+            )
+        names = list(self.components)
+        for name, c in self.components.items():
+            for i, call in enumerate(c.calls):
+                if call.to not in self.components:
+                    raise _FieldError(
+                        f"components.{name}.calls[{i}].to",
+                        f"{clip(call.to, 80)!r} is not a component ({', '.join(names)})",
+                    )
+                if call.to == name:
+                    raise _FieldError(
+                        f"components.{name}.calls[{i}].to", "a component cannot call itself"
+                    )
+        loop = cycle({n: [k.to for k in c.calls] for n, c in self.components.items()})
+        if loop:
+            raise _FieldError("components", "the calls form a cycle " + " -> ".join(loop))
+        if self.entry is not None and self.entry not in self.components:
+            raise _FieldError(
+                "entry", f"{clip(self.entry, 80)!r} is not a component ({', '.join(names)})"
+            )
+        called = {k.to for c in self.components.values() for k in c.calls}
+        roots = [n for n in names if n not in called]
+        if self.entry is None and len(roots) != 1:
+            raise _FieldError(
+                "entry",
+                f"the components nobody calls are {', '.join(roots)}; name the one the load "
+                "enters through",
+            )
+        if self.kind != "attach":
+            unreached = (
+                set(names) - {self.entry_component} - self.graph.downstream(self.entry_component)
+            )
+            if unreached:
+                raise _FieldError(
+                    "components",
+                    f"{', '.join(n for n in names if n in unreached)} never called from the "
+                    f"entry {self.entry_component} (no load would reach them)",
+                )
+        else:
+            for name, c in self.components.items():
+                if len(c.located) != 1:
+                    raise _FieldError(
+                        f"components.{name}",
+                        "attach needs exactly one of pid, match, cgroup, container (given: "
+                        f"{', '.join(c.located) or 'none'})",
+                    )
+            if not self.components[self.entry_component].url:
+                raise _FieldError(
+                    f"components.{self.entry_component}.url",
+                    "attach drives the entry component's URL (e.g. http://127.0.0.1:8080/)",
+                )
+        return self
+
+    @property
+    def is_shorthand(self) -> bool:
+        return self.components is None
+
+    @property
+    def entry_component(self) -> str:
+        if self.components is None:
+            return THREE_TIERS[0]
+        if self.entry is not None:
+            return self.entry
+        called = {k.to for c in self.components.values() for k in c.calls}
+        return next(n for n in self.components if n not in called)
+
     @property
     def replicas(self) -> dict[str, int]:
+        if self.components is not None:
+            return {n: c.replicas for n, c in self.components.items()}
         return dict(zip(TIERS, (int(p) for p in self.topology.split("/")), strict=True))
+
+    @property
+    def graph(self) -> Graph:
+        """The components front to back with their calls (the shorthand: web -> app -> db)."""
+        if self.components is None:
+            return Graph.chain(TIERS, self.replicas, {t: self.tier(t).cpu for t in TIERS})
+        comps = [
+            Component(
+                name=n,
+                replicas=c.replicas,
+                cpu=c.cpu,
+                calls=tuple(Call(k.to, k.p, k.times) for k in c.calls),
+                parallel=c.parallel,
+                storage=c.storage,
+            )
+            for n, c in self.components.items()
+        ]
+        return Graph.build(comps, self.entry_component)
 
     def tier(self, name: str) -> TierSpec:
         return self.tiers.get(name) or TierSpec()  # type: ignore[call-overload]
-
-    @model_validator(mode="after")
-    def _webstack_limits(self) -> SystemSpec:
-        if self.kind == "webstack" and self.replicas["db"] != 1:
-            raise ValueError("webstack runs one PostgreSQL server: topology must end in /1")
-        return self
 
 
 class LevelRange(BaseModel):
@@ -309,7 +498,7 @@ class FaultSpec(BaseModel):
     model_config = _STRICT
 
     kind: Literal["stall", "cpu_hog"]
-    tier: Literal["web", "app", "db"]
+    tier: str = Field(description="the component (key `tier` as in every file)")
     replica: PositiveInt | None = Field(None, description="1-based replica; default: all")
     at: NonNegFloat = 0.0
     duration: PositiveFloat
@@ -353,11 +542,17 @@ class ExperimentSpec(BaseModel):
 
     @model_validator(mode="after")
     def _faults_fit_topology(self) -> ExperimentSpec:
-        for f in self.faults:
-            if f.replica is not None and f.replica > self.system.replicas[f.tier]:
-                raise ValueError(
-                    f"fault on {f.tier} replica {f.replica}: topology {self.system.topology} "
-                    f"has {self.system.replicas[f.tier]}"
+        replicas = self.system.replicas
+        for i, f in enumerate(self.faults):
+            if f.tier not in replicas:
+                raise _FieldError(
+                    f"faults[{i}].tier",
+                    f"{clip(f.tier, 80)!r} is not a component ({', '.join(replicas)})",
+                )
+            if f.replica is not None and f.replica > replicas[f.tier]:
+                raise _FieldError(
+                    f"faults[{i}].replica",
+                    f"{f.tier} has {replicas[f.tier]} replica(s), not {f.replica}",
                 )
         return self
 
@@ -420,7 +615,8 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("list[constrained-float]", "LevelRange", "function-after[_size(), int]"):
+        elif part in ("list[constrained-float]", "LevelRange", "function-after[_size(), int]",
+                      "[key]"):  # fmt: skip
             continue
         else:
             out += ("." if out else "") + str(part)
@@ -431,9 +627,13 @@ def parse_experiment(doc: Any, *, source: str = "<spec>") -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(doc)
     except ValidationError as exc:
-        problems = [
-            (_format_loc(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()
-        ]
+        problems = []
+        for e in exc.errors():
+            loc, msg = _format_loc(e["loc"]), e["msg"].removeprefix("Value error, ")
+            at = (e.get("ctx") or {}).get("error")
+            if isinstance(at, _FieldError):
+                loc, msg = (f"{loc}.{at.path}" if loc else at.path), str(at)
+            problems.append((loc, msg))
         raise SpecError(source, problems) from None
 
 

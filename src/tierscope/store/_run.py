@@ -18,6 +18,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -26,8 +27,10 @@ import polars as pl
 
 from tierscope import __version__
 from tierscope.errors import InputError, TierscopeError
+from tierscope.spec.graph import Graph
 from tierscope.store._host import host_facts
 from tierscope.store._schema import TABLES, check_table, conform, empty
+from tierscope.store._shape import graph_of, interval_of
 
 RUN_JSON = "run.json"
 PARTS = ".parts"
@@ -65,12 +68,16 @@ class RunWriter:
         spec: dict[str, Any],
         seed: int | None = None,
         options: dict[str, Any] | None = None,
+        graph: Graph | None = None,
+        interval: float | None = None,
     ) -> RunWriter:
         """Create the folder ``run_dir`` (new, or existing and empty) and its ``run.json``.
 
         The folder is claimed atomically, before anything else is done: ``mkdir`` of a new
         folder, then an exclusive create of ``run.json`` in it, so of two commands given the
         same folder exactly one gets it and the other gets an :class:`InputError`.
+        ``graph`` and ``interval``: the system's components and the metrics' sampling interval,
+        where the writer knows them (readers infer them otherwise: :mod:`._shape`).
         """
         path = Path(run_dir)
         created = _claim(path)
@@ -85,6 +92,8 @@ class RunWriter:
             "options": options or {},
             "host": host_facts(),
             "spec": spec,
+            "components": None if graph is None else graph.to_json(),
+            "interval": interval,
             "tables": [],
         }
         writer = cls(path, info, created_dir=created)
@@ -294,6 +303,16 @@ class Run:
     @property
     def status(self) -> str:
         return str(self.info.get("status"))
+
+    @cached_property
+    def graph(self) -> Graph:
+        """The system's components front to back and their calls (see :mod:`._shape`)."""
+        return graph_of(self.info, self.metrics, self.requests, str(self.path / RUN_JSON))
+
+    @cached_property
+    def interval(self) -> float | None:
+        """Seconds between two samples of the metrics (None: no metrics to tell)."""
+        return interval_of(self.info, self.metrics)
 
 
 def scan_table(run_dir: str | os.PathLike[str], table: str) -> pl.LazyFrame | None:

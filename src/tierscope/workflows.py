@@ -1,0 +1,413 @@
+"""The application layer: each pipeline of tierscope written once, for the CLI and for Python.
+
+``cli.py`` parses arguments, calls one function here and prints the document it returns;
+users' Python calls the same functions and gets the same documents (what ``--json`` prints)
+and the same files. Only this module wires the layers together: spec -> experiment -> store ->
+analysis / estimate / plan / learn -> report.
+
+Every function takes paths and plain values, returns a JSON-ready document, and raises
+:class:`tierscope.errors.InputError` (exit status 2 in the CLI) for bad input. Long work reports
+its progress through :mod:`tierscope.progress` (the CLI draws bars from it on a terminal).
+
+Example::
+
+    from tierscope import workflows
+    from tierscope.spec.experiment import load_experiment
+
+    summary = workflows.run_sweep(*load_experiment("examples/demo.yaml"), "runs/demo")
+    print(summary["analysis"]["bottlenecks"][-1]["primary"])
+    print(workflows.whatif_run("runs/demo", ["db.cpu=0.6"])["curves"])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tierscope.errors import InputError
+
+if TYPE_CHECKING:
+    from tierscope.spec.experiment import ExperimentSpec
+
+PathLike = str | os.PathLike[str]
+
+
+# ---- measuring: run, demo, import ------------------------------------------------------------
+def run_sweep(
+    spec: ExperimentSpec,
+    doc: dict[str, Any],
+    out_dir: PathLike | None = None,
+    *,
+    source: str = "<spec>",
+    progress: Callable[[Any], None] | None = None,
+) -> dict[str, Any]:
+    """Deploy the system of ``spec`` (and its document ``doc``, from
+    :func:`tierscope.spec.experiment.load_experiment`), sweep its load into ``out_dir``
+    (default :func:`default_run_dir`), then analyse the run (analysis.json, report.html): the
+    run's summary (``run_dir`` names the folder) with its ``analysis``. ``progress`` gets the
+    runner's state after every step (the CLI's live view)."""
+    from tierscope.experiment import run_experiment
+
+    target = Path(out_dir) if out_dir is not None else default_run_dir(spec.name)
+    summary = run_experiment(spec, doc, target, source=source, progress=progress)
+    summary["analysis"] = analyse_run(target, report=True)
+    return summary
+
+
+def default_run_dir(name: str) -> Path:
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def import_run(
+    out_dir: PathLike,
+    *,
+    metrics: PathLike | None = None,
+    requests: PathLike | None = None,
+    points: PathLike | None = None,
+) -> dict[str, Any]:
+    """Write users' CSV files as a run folder; what was imported."""
+    from tierscope.store import import_csv, read_run
+
+    path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
+    run = read_run(path)
+    return {
+        "run_dir": str(path),
+        "tables": run.info.get("tables", []),
+        "rows": {
+            t: getattr(run, t).height
+            for t in ("metrics", "requests", "points")
+            if getattr(run, t) is not None
+        },
+        "time_origin": (run.info.get("spec") or {}).get("time_origin"),
+    }
+
+
+# ---- analysis and report ---------------------------------------------------------------------
+def analysis_options(
+    pairs: Sequence[str] | None = None, base: dict[str, Any] | None = None, **given: Any
+) -> Any:
+    """AnalysisOptions from ``base`` (e.g. a previous analysis's), keyword values (None: not
+    given) and ``KEY=VALUE`` pairs, validated."""
+    from tierscope.spec.analysis import AnalysisOptions
+
+    data: dict[str, Any] = dict(base or {})
+    data.update({k: v for k, v in given.items() if v is not None})
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(
+                "--option", pair, "KEY=VALUE (an analysis option, see docs/analysis.md)"
+            )
+        data[key.strip().replace("-", "_")] = value.strip()
+    return AnalysisOptions.parse(data, source="analysis options")
+
+
+def analyse_run(
+    run_dir: PathLike, options: Any = None, *, write: bool = True, report: bool = False
+) -> dict[str, Any]:
+    """The analysis document of a run folder; written as analysis.json unless ``write`` is
+    false, with report.html too when ``report``."""
+    from tierscope.analysis import analyze
+    from tierscope.store import read_run, write_analysis
+
+    run = read_run(run_dir)
+    options = options or analysis_options()
+    doc = analyze(run, options)
+    if write:
+        write_analysis(run.path, doc)
+    if report:
+        _write_report(run, doc, options)
+    return doc
+
+
+def report_run(
+    run_dir: PathLike,
+    pairs: Sequence[str] | None = None,
+    *,
+    out_file: PathLike | None = None,
+    model: PathLike | None = None,
+) -> Path:
+    """Analyse a run again (with its previous analysis's options and ``pairs`` over them),
+    write analysis.json and the HTML report (with a learned model's indicators if ``model``);
+    the report's path."""
+    from tierscope.analysis import analyze
+    from tierscope.store import read_analysis, read_run, write_analysis
+
+    run = read_run(run_dir)
+    previous = read_analysis(run.path) or {}
+    options = analysis_options(pairs, base=previous.get("options"))
+    doc = analyze(run, options)
+    write_analysis(run.path, doc)
+    return _write_report(run, doc, options, out_file=out_file, model=model)
+
+
+def _write_report(
+    run: Any,
+    doc: dict[str, Any],
+    options: Any,
+    *,
+    out_file: PathLike | None = None,
+    model: PathLike | None = None,
+) -> Path:
+    from tierscope.analysis.series import report_series
+    from tierscope.report.html import render
+    from tierscope.store import read_calibration, write_report
+
+    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run.path.name}"
+    learned = None
+    if model is not None:
+        from tierscope.learn.classify import learned_indicators
+        from tierscope.learn.persist import load
+
+        learned = learned_indicators(load(Path(model)), run, doc)
+    page = render(doc, report_series(run, options), title, learned, read_calibration(run.path))
+    return Path(write_report(run.path, page, None if out_file is None else Path(out_file)))
+
+
+def read_run_dir(run_dir: PathLike) -> Any:
+    """The run in ``run_dir`` (InputError naming it when it is not a run folder)."""
+    from tierscope.store import read_run
+
+    if not Path(run_dir).is_dir():
+        raise InputError("RUN_DIR", str(run_dir), "a run folder (written by tierscope run)")
+    return read_run(run_dir)
+
+
+# ---- models from measurements: estimate, calibrate, whatif, plan -------------------------------
+def estimate_input(
+    input_path: PathLike,
+    method: str = "auto",
+    *,
+    classes: str = "all",
+    window: float = 1.0,
+    setup: str | None = None,
+    **params: Any,
+) -> dict[str, Any]:
+    """Service demands with intervals from a run folder or a CSV of observation windows;
+    ``params``: the estimator's (``n_boot``, ``confidence``, ``seed``; SD's ``k_states``,
+    ``states``, ``search``, ``divergence``, ``delta``, used only when SD is chosen)."""
+    from tierscope.estimate import (
+        ESTIMATORS,
+        METHOD_NAMES,
+        Observations,
+        choose_method,
+        estimate,
+        observations_from_run,
+    )
+    from tierscope.spec.observations import load_observations_csv
+
+    if method not in METHOD_NAMES:
+        raise InputError("--method", method, "one of " + ", ".join(METHOD_NAMES))
+    path = Path(input_path)
+    if path.is_dir():
+        data = observations_from_run(read_run_dir(path), window=window, by=classes, setup=setup)
+    elif path.is_file():
+        layout, columns = load_observations_csv(path)
+        data = Observations.from_table(layout, columns, source=str(path))
+    else:
+        raise InputError("INPUT", str(path), "an existing run folder or CSV file")
+    chosen = choose_method(data)[0] if method == "auto" else method
+    sd_only = ("k_states", "states", "search", "divergence", "delta")
+    given = {k: v for k, v in params.items() if chosen == "sd" or k not in sd_only}
+    result = estimate(data, method, **given)
+    doc = result.to_dict()
+    if isinstance(result, ESTIMATORS["sd"]):
+        doc["sd"] = {
+            "states_kept": result.states_kept_,
+            "divergence": result.objective_,
+            "run_time_s": result.run_time_,
+        }
+    return doc
+
+
+def calibrate_run(
+    run_dir: PathLike,
+    out_file: PathLike | None = None,
+    *,
+    setup: str | None = None,
+    solver: str = "auto",
+    window: float = 1.0,
+    duration: float = 300.0,
+    seed: int = 1,
+) -> dict[str, Any]:
+    """Build the run's queueing model, write it (default RUN_DIR/model.yaml) with
+    calibration.json beside it, and compare it with every measured level."""
+    import yaml
+
+    from tierscope.plan import calibrate, model_vs_measurement
+
+    run = read_run_dir(run_dir)
+    cal = calibrate(run, setup=setup, window=window, solver=solver, duration=duration, seed=seed)
+    target = Path(out_file) if out_file is not None else run.path / "model.yaml"
+    doc = cal.to_dict() | {"model_file": str(target)}
+    # beside the model: the validation, and the columns of a "model vs measurement" figure
+    record = target.with_name("calibration.json")
+    try:
+        target.write_text(yaml.safe_dump(cal.model_document(), sort_keys=False))
+        record.write_text(
+            json.dumps(doc | {"figure": model_vs_measurement(cal)}, indent=1, allow_nan=False)
+        )
+    except OSError as exc:
+        raise InputError("--out", str(target), f"a writable file ({exc.strerror})") from None
+    if record.parent.resolve() == run.path.resolve():
+        doc["notes"] = [
+            *doc["notes"],
+            (f"`tierscope report {run.path}` adds the model to the report"),
+        ]
+    return doc
+
+
+def whatif_run(
+    run_dir: PathLike,
+    changes: Sequence[str] = (),
+    levels: Sequence[int] | None = None,
+    *,
+    setup: str | None = None,
+    solver: str = "auto",
+    duration: float = 300.0,
+    seed: int = 1,
+) -> dict[str, Any]:
+    """The run's calibrated model with ``changes`` (``db.servers=2``, ``app.cpu=1.0``, ...)
+    predicted at ``levels`` (default: the measured ones) beside the measured curve."""
+    from tierscope.plan import fit_model, measured_levels, whatif
+
+    run = read_run_dir(run_dir)
+    model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+    chosen = setup or run.points["setup"][0]
+    measured = {
+        round(r["level"]): {
+            "throughput": r["throughput"],
+            "rt_mean": r["rt_mean"],
+            "rt_p95": r["rt_p95"],
+        }
+        for r in measured_levels(run, chosen).iter_rows(named=True)
+    }
+    result = whatif(
+        model,
+        list(changes),
+        list(levels or sorted(measured)),
+        solver=solver,
+        duration=duration,
+        seed=seed,
+        measured={u: {"measured": m} for u, m in measured.items()},
+    )
+    return result.to_dict()
+
+
+def plan_run(
+    run_dir: PathLike,
+    slo: str,
+    *,
+    prices: PathLike | None = None,
+    levels: Sequence[int] | None = None,
+    setup: str | None = None,
+    solver: str = "auto",
+    margin: float | None = None,
+    demand_margin: float | None = None,
+    changes: Sequence[str] = (),
+    duration: float = 120.0,
+    seed: int = 1,
+) -> dict[str, Any]:
+    """The cheapest configuration meeting ``slo`` and the profit-optimal one, per level."""
+    from tierscope.plan import fit_model, measured_levels, parse_slo, plan, plan_document
+    from tierscope.plan.planner import DEFAULT_DEMAND_MARGIN, DEFAULT_MARGIN
+    from tierscope.plan.whatif import with_changes
+    from tierscope.spec.prices import Prices, load_prices
+
+    margin = DEFAULT_MARGIN if margin is None else margin
+    demand_margin = DEFAULT_DEMAND_MARGIN if demand_margin is None else demand_margin
+    objectives = parse_slo(slo)
+    price_book = load_prices(prices) if prices is not None else Prices()
+    run = read_run_dir(run_dir)
+    chosen = setup or run.points["setup"][0]
+    users = list(levels or [round(v) for v in measured_levels(run, chosen)["level"].to_list()])
+    model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
+    model = with_changes(model, list(changes))
+    plans = plan(
+        model,
+        users,
+        objectives,
+        price_book,
+        solver=solver,
+        duration=duration,
+        seed=seed,
+        margin=margin,
+        demand_margin=demand_margin,
+    )
+    return plan_document(model, plans, objectives, price_book, margin, demand_margin)
+
+
+# ---- learning: corpus, learn, classify --------------------------------------------------------
+def corpus_run(
+    spec_file: PathLike, setups: int = 20, out_dir: PathLike = "corpus", *, twin: bool = False
+) -> dict[str, Any]:
+    """Run (or simulate with the queueing twin) ``setups`` setups of a corpus spec; a summary."""
+    from tierscope.learn.corpus import build_corpus
+    from tierscope.spec.learn import load_corpus_spec
+
+    spec = load_corpus_spec(spec_file)
+    doc = build_corpus(spec, setups, Path(out_dir), twin=twin, source=str(spec_file))
+    return {
+        "out": str(out_dir),
+        "kind": doc["kind"],
+        "setups": len(doc["setups"]),
+        "run": sum(s["status"] == "run" for s in doc["setups"]),
+        "planted_tiers": {
+            t: sum(s["planted_tier"] == t for s in doc["setups"])
+            for t in sorted({s["planted_tier"] for s in doc["setups"]})
+        },
+    }
+
+
+def learn_data(
+    data: Sequence[PathLike], options: dict[str, Any] | None = None, *,
+    save: PathLike | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Cross-validate the classifiers on run/corpus folders or a table (``options``: the
+    LearnOptions fields); with ``save``, fit the best on all data and save it there."""
+    from tierscope.learn import evaluate, load_dataset
+    from tierscope.learn.persist import save as save_model
+    from tierscope.learn.persist import train
+    from tierscope.spec.learn import LearnOptions
+
+    opts = LearnOptions.parse(options or {}, source="tierscope learn")
+    dataset = load_dataset([Path(p) for p in data], opts.window_s, jobs=opts.jobs)
+    doc = evaluate(dataset, opts)
+    if save is not None:
+        bundle = train(
+            dataset, target=opts.target, model=doc["best"], feature_set=opts.features,
+            evaluation=doc,
+        )  # fmt: skip
+        doc["saved"] = str(save_model(bundle, Path(save)))
+    return doc
+
+
+def classify_run(model_file: PathLike, metrics: PathLike) -> dict[str, Any]:
+    """The saturated side and limiting tier of the latest window of ``metrics`` (a CSV of
+    recent samples or a run folder), by a model from :func:`learn_data`."""
+    from tierscope.learn.classify import classify
+    from tierscope.learn.persist import load
+
+    return classify(load(Path(model_file)), Path(metrics))
+
+
+__all__ = [
+    "analyse_run",
+    "analysis_options",
+    "calibrate_run",
+    "classify_run",
+    "corpus_run",
+    "default_run_dir",
+    "estimate_input",
+    "import_run",
+    "learn_data",
+    "plan_run",
+    "read_run_dir",
+    "report_run",
+    "run_sweep",
+    "whatif_run",
+]
