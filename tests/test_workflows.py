@@ -6,31 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests.analysis.test_bottleneck import capped
 from tierscope import cli, workflows
 from tierscope.errors import InputError
-from tierscope.spec import parse_model
 from tierscope.store import read_analysis, record_simulated_sweep
-
-MODEL = """
-name: capped
-stations:
-  - {name: web, type: queue, discipline: ps}
-  - {name: app, type: queue, discipline: ps}
-  - {name: db, type: queue, discipline: fcfs}
-classes:
-  - name: users
-    population: 10
-    think_time: 0.1
-    demands: {web: 0.002, app: 0.004, db: 0.02}
-"""
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("wf") / "run"
-    model = parse_model(yaml.safe_load(MODEL))
+    model = capped(0.002, 0.004, 0.02)  # the database limits
     record_simulated_sweep({"s0": model}, run, levels=[1, 20, 60], steady=20, ramp_up=2)
     return run
 

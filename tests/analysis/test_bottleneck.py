@@ -156,6 +156,17 @@ def test_simulated_capped_tiers(tmp_path: Path, demands: tuple, kind: str, tiers
     assert high["primary"]["tier"] in tiers and high["primary"]["resource"] == "cpu"
 
 
+def long_metrics(t: np.ndarray, rows: list[tuple[str, str, np.ndarray]]) -> pl.DataFrame:
+    """Samples at times ``t`` of (tier, metric, values) on node ``<tier>-1``, level 10."""
+    return pl.concat(
+        pl.DataFrame(
+            {"t": t, "setup": "s0", "level": 10.0, "rep": 0, "tier": tier,
+             "node": f"{tier}-1", "metric": metric, "value": value}
+        )
+        for tier, metric, value in rows
+    )  # fmt: skip
+
+
 def test_resources_are_ordered_by_role_primary_first() -> None:
     # db cpu saturated; the app's worker and connection pools full because of it (push-back,
     # more often full than the cpu itself); the host's cpu pressure high: readers take the
@@ -170,13 +181,7 @@ def test_resources_are_ordered_by_role_primary_first() -> None:
         ("app", "worker_util", np.full(t.size, 1.0)),
         ("host", "psi_cpu_some", np.full(t.size, 0.9)),
     ]
-    metrics = pl.concat(
-        pl.DataFrame(
-            {"t": t, "setup": "s0", "level": 10.0, "rep": 0, "tier": tier,
-             "node": f"{tier}-1", "metric": metric, "value": value}
-        )
-        for tier, metric, value in rows
-    )  # fmt: skip
+    metrics = long_metrics(t, rows)
     opts = AnalysisOptions()
     (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts, graph=CHAIN)
     order = [(r["tier"], r["resource"], r["role"]) for r in entry["resources"]]
@@ -207,13 +212,7 @@ def test_push_back_follows_the_call_graph_not_an_order() -> None:
         ("catalogue", "worker_util", np.full(t.size, 1.0)),
         ("gateway", "cpu_util", np.full(t.size, 0.4)),
     ]
-    metrics = pl.concat(
-        pl.DataFrame(
-            {"t": t, "setup": "s0", "level": 10.0, "rep": 0, "tier": tier,
-             "node": f"{tier}-1", "metric": metric, "value": value}
-        )
-        for tier, metric, value in rows
-    )  # fmt: skip
+    metrics = long_metrics(t, rows)
     opts = AnalysisOptions()
     (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts, graph=graph)
     roles = {(r["tier"], r["resource"]): r["role"] for r in entry["resources"]}

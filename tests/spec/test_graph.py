@@ -3,6 +3,7 @@ the graph a run folder carries."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -213,3 +214,20 @@ def test_run_refuses_a_graph_it_cannot_run_yet(
     spec_file.write_text(CONTRACT.replace("{to: orders, p: 0.3}", "{to: order, p: 0.3}"))
     assert cli.main(["run", str(spec_file)]) == 2
     assert "system.components.gateway.calls[1].to" in capsys.readouterr().err
+
+
+def test_long_chains_and_too_many_components() -> None:
+    names = [f"c{i}" for i in range(999)]
+    chain = {n: {"calls": [{"to": m}]} for n, m in itertools.pairwise(names)}
+    chain[names[-1]] = {"calls": [{"to": names[0]}]}  # a loop 999 calls long
+    doc = contract()
+    doc["system"] = {"entry": "c0", "components": chain}
+    doc["faults"] = []
+    with pytest.raises(SpecError, match="cycle c0 -> c1 -> c2"):
+        parse_experiment(doc)
+    chain[names[-1]] = {}
+    graph = parse_experiment(doc).system.graph
+    assert graph.names == names and graph.depth(names[-1]) == 998
+    doc["system"]["components"] = {f"c{i}": {} for i in range(1001)}
+    with pytest.raises(SpecError, match="at most 1,000 components"):
+        parse_experiment(doc)

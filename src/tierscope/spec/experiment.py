@@ -29,7 +29,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tierscope.errors import TEXT_CHARS, SpecError, clip
 from tierscope.spec._load import MAX_DEPTH, load_yaml, shape_problem
 from tierscope.spec._types import Integer, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt
-from tierscope.spec.graph import NAME, THREE_TIERS, Call, Component, Graph, cycle
+from tierscope.spec.graph import (
+    MAX_COMPONENTS,
+    NAME,
+    THREE_TIERS,
+    Call,
+    Component,
+    Graph,
+    cycle,
+)
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 TIERS = THREE_TIERS
@@ -263,6 +271,8 @@ class SystemSpec(BaseModel):
             return None
         if not v:
             raise ValueError("at least one component")
+        if len(v) > MAX_COMPONENTS:
+            raise ValueError(f"at most {MAX_COMPONENTS:,} components, got {len(v):,}")
         for name in v:
             if not NAME.fullmatch(name):
                 raise ValueError(

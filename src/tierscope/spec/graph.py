@@ -21,12 +21,14 @@ Design decisions:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 #: Component names: letters, digits, '-', '_' (they become folder, cgroup and column values).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+#: Components of one system at most (their reach sets grow with the square of the count).
+MAX_COMPONENTS = 1000
 #: The three-tier shorthand's chain.
 THREE_TIERS = ("web", "app", "db")
 
@@ -200,29 +202,26 @@ class Graph:
 
 
 def cycle(calls: Mapping[str, Sequence[str]]) -> list[str]:
-    """A loop of ``calls`` (name -> callees) as [a, b, ..., a], or [] when there is none."""
+    """A loop of ``calls`` (name -> callees) as [a, b, ..., a], or [] when there is none
+    (depth-first, without recursion: a chain may be as long as the graph)."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(n: str) -> list[str]:
-        state[n] = 1
-        path.append(n)
-        for m in calls.get(n, ()):
-            if state.get(m) == 1:
-                return [*path[path.index(m) :], m]
-            if m not in state:
-                found = visit(m)
-                if found:
-                    return found
-        path.pop()
-        state[n] = 2
-        return []
-
-    for n in calls:
-        if n not in state:
-            found = visit(n)
-            if found:
-                return found
+    for start in calls:
+        if start in state:
+            continue
+        path: list[str] = [start]
+        todo: list[Iterator[str]] = [iter(calls.get(start, ()))]
+        state[start] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                todo.pop()
+            elif state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(calls.get(nxt, ())))
     return []
 
 
