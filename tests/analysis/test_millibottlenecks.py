@@ -5,6 +5,7 @@ VLRT links, and the real cgroup data imported as metrics only."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -274,6 +275,84 @@ def test_the_tier_in_front_is_the_caller_in_the_call_graph() -> None:
     front = {c: graph.callers(c) for c in order}
     assert frozen_stretches(metrics, order, front=front)["catalogue-db"] == [(5.0, 5.3)]
     assert frozen_stretches(metrics, order)["catalogue-db"] == []  # judged by orders' queue
+
+
+def shop_graph() -> Any:
+    from tierscope.spec.graph import Call, Component, Graph
+
+    return Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders"))),
+            Component("catalogue", calls=(Call("catalogue-db"),)),
+            Component("catalogue-db"),
+            Component("orders", calls=(Call("payment"),)),
+            Component("payment"),
+        ],
+        "gateway",
+    )
+
+
+def test_a_tier_waiting_for_its_paused_callee_is_not_taken_for_paused() -> None:
+    """catalogue-db is paused from 5.0 to 5.3 s. catalogue, waiting for it, holds the one call
+    the gateway made to it and receives no new one for 0.1 s: it accepts and completes nothing
+    either, but every call made to it is inside it (the gateway's calls out to catalogue equal
+    catalogue's queue), whereas catalogue's calls to the paused database pile up at its door.
+    Only the database is frozen, and it is the root of catalogue's episode."""
+    from tierscope.analysis.millibottlenecks import assign_roots, frozen_stretches
+
+    graph = shop_graph()
+    order = ["gateway", "catalogue", "orders", "catalogue-db", "payment"]
+    t = np.round(np.arange(0.05, 10.0, 0.05), 2)
+    rows = []
+    for ti in t:
+        stalled = 5.0 < ti <= 5.3
+        quiet = stalled and ti <= 5.1  # catalogue: no new call in the first 0.1 s
+        for tier in order:
+            off = (tier == "catalogue-db" and stalled) or (tier == "catalogue" and quiet)
+            for metric in ("arrivals_s", "throughput_s"):
+                rows.append((ti, tier, f"{tier}-1", metric, 0.0 if off else 40.0))
+        held = 1.0 if quiet else 3.0 if stalled else 0.5
+        rows += [
+            (ti, "catalogue", "catalogue-1", "queue_length", held),
+            (ti, "gateway", "gateway-1", "calls_out:catalogue", held),
+            (ti, "catalogue", "catalogue-1", "calls_out:catalogue-db", held),
+            (ti, "catalogue-db", "catalogue-db-1", "queue_length", 0.0 if stalled else 0.5),
+            (ti, "client", "loadgen", "outstanding", 4.0),
+        ]
+    metrics = pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
+    frozen = frozen_stretches(metrics, order, front={c: graph.callers(c) for c in order})
+    assert frozen["catalogue"] == []
+    assert frozen["catalogue-db"] == [(5.0, 5.3)]
+    episodes = [
+        {"tier": "catalogue", "start": 5.02, "end": 5.4, "duration": 0.38,
+         "kind": "millibottleneck"}
+    ]  # fmt: skip
+    assign_roots(episodes, ["client", *order], 0.05, frozen, graph=graph)
+    assert episodes[0]["root_tier"] == "catalogue-db"
+
+
+def test_siblings_filling_up_at_once_are_two_causes() -> None:
+    """On the graph, orders (pushed back by payment) and catalogue fill up in the same
+    incident: orders' episode is rooted at payment, catalogue's at catalogue, not at payment
+    (which its calls never reach); a gateway episode may be either's push-back: the deepest
+    first riser, payment. Without the graph (a chain by depth) every episode gets payment."""
+    from tierscope.analysis.millibottlenecks import assign_roots
+
+    graph = shop_graph()
+    order = ["client", "gateway", "catalogue", "orders", "catalogue-db", "payment"]
+
+    def roots(with_graph: bool) -> dict[str, str]:
+        episodes = [
+            {"tier": t, "start": s, "end": 5.6, "duration": 5.6 - s, "kind": "millibottleneck"}
+            for t, s in (("payment", 5.0), ("orders", 5.05), ("catalogue", 5.1), ("gateway", 5.2))
+        ]
+        assign_roots(episodes, order, 0.05, {}, graph=graph if with_graph else None)
+        return {e["tier"]: e["root_tier"] for e in episodes}
+
+    assert roots(True) == {
+        "payment": "payment", "orders": "payment", "catalogue": "catalogue", "gateway": "payment"
+    }  # fmt: skip
+    assert set(roots(False).values()) == {"payment"}
 
 
 def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:

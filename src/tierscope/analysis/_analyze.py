@@ -258,7 +258,7 @@ def _episodes(
         nested=run.info.get("kind") not in ("simulation", "simulated-sweep"),
         front={t: run.graph.callers(t) for t in tiers if t in run.graph},
     )
-    millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen)
+    millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen, graph=run.graph)
     # the steady windows stand in for the phases of imported data, so episodes keep their setup
     spans = millibottlenecks.spans_of(run.events, windows)
     millibottlenecks.place(episodes, spans)

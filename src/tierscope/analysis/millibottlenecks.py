@@ -51,6 +51,7 @@ import polars as pl
 from tierscope import _native
 from tierscope.analysis.resources import resource_scores
 from tierscope.spec.analysis import AnalysisOptions
+from tierscope.spec.graph import Graph
 
 #: Prefix of a caller's metric of its calls outstanding to one callee (``calls_out:<callee>``).
 CALLS_OUT = "calls_out:"
@@ -429,8 +430,9 @@ def frozen_stretches(
 
     The tiers in front of a tier are its callers in ``front`` (the run's call graph; the
     client in front of the entry), else the tier before it in ``tiers``; what waits there for
-    the tier is their calls outstanding to it (``calls_out:<tier>``, where a caller publishes
-    them), else their queues.
+    the tier is their calls outstanding to it (``calls_out:<tier>``, where every caller
+    publishes them) beyond those inside it (its own ``queue_length``: a tier that merely waits
+    for its own callee holds every call made to it), else their queues.
     """
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
@@ -488,13 +490,15 @@ def frozen_stretches(
             callers = (front or {}).get(tier) or [tiers[k - 1] if k and front is None else CLIENT]
             # what waits for this tier: its callers' calls to it where they publish them (a
             # caller of several callees queues for all of them), else their queues
-            queues = [
-                q
-                for c in callers
-                if (q := column(c, CALLS_OUT + tier, t)) is not None
-                or (q := column(c, "queue", t)) is not None
-            ]
-            waiting = np.sum(queues, axis=0) > 0 if queues else True
+            calls = [q for c in callers if (q := column(c, CALLS_OUT + tier, t)) is not None]
+            if calls and len(calls) == len(callers):
+                # calls it has not taken in: a tier that merely waits for its own callee
+                # holds every call made to it (and accepts none when no new one comes),
+                # a paused one counts none of those made since it froze
+                waiting = np.sum(calls, axis=0) - queue > 0.5
+            else:
+                queues = [q for c in callers if (q := column(c, "queue", t)) is not None]
+                waiting = np.sum(queues, axis=0) > 0 if queues else True
             frozen = (done <= 0) & (accepted <= 0) & waiting
         else:
             frozen = (done <= 0) & ((accepted > 0) | (queue > 0))
@@ -515,6 +519,7 @@ def assign_roots(
     tie_s: float,
     frozen: dict[str, list[tuple[float, float]]] | None = None,
     min_frozen_s: float = 0.1,
+    graph: Graph | None = None,
 ) -> None:
     """Group overlapping episodes of the same kind into incidents and name each one's root.
 
@@ -527,6 +532,12 @@ def assign_roots(
     a tier that accepted and completed nothing for ``min_frozen_s`` or more at an episode's
     start (or until two windows before it: the episode is then the burst of requests it held
     back) while the tiers in front of it kept accepting, that tier is the root.
+
+    With the run's call graph (``graph``), an
+    episode's root is sought among the incident's episodes in its own component and those it
+    calls, directly or not: push-back travels from callees to callers, so two siblings that
+    fill up at once (the catalogue and the orders service of one gateway) are two causes, not
+    one. Tiers outside the graph (the client) reach every tier.
     """
     depth = {t: i for i, t in enumerate(tiers)}
     order = sorted(
@@ -546,12 +557,10 @@ def assign_roots(
         members[-1].append(i)
     members.sort(key=lambda g: min(episodes[i]["start"] for i in g))
     for incident, group in enumerate(members):
-        first = min(episodes[i]["start"] for i in group)
         # onsets of a slow rise are known less precisely: ties within a tenth of the
         # incident's shortest episode too
         tie = max(tie_s, 0.1 * min(episodes[i]["duration"] for i in group))
-        early = [i for i in group if episodes[i]["start"] <= first + tie + 1e-9]
-        root = max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))
+        root_tier = _root_of(episodes, group, tie, depth)
         onset: list[str] = []
         by_onset = sorted(
             group, key=lambda i: (episodes[i]["start"], -depth.get(episodes[i]["tier"], -1))
@@ -559,16 +568,28 @@ def assign_roots(
         for i in by_onset:
             if episodes[i]["tier"] not in onset:
                 onset.append(episodes[i]["tier"])
-        root_tier = episodes[root]["tier"]
         for i in group:
+            tier = episodes[i]["tier"]
+            # on a graph, only the episode's component, its callees (down to the leaves) and
+            # its callers (the burst a paused caller releases) can be its cause; not siblings
+            related = _related(graph, tier)
             # Judged per episode: a stall may begin inside another tier's ongoing episode (a
             # database saturating when the application server freezes) and is its own cause.
             # resumed within a sample and a window before: the burst of held-back requests
             paused = _paused_tier(
-                frozen or {}, tiers, episodes[i]["start"], min_frozen_s, 2.0 * tie_s
+                {t: s for t, s in (frozen or {}).items() if related is None or t in related},
+                tiers,
+                episodes[i]["start"],
+                min_frozen_s,
+                2.0 * tie_s,
             )
             episodes[i]["incident"] = incident
-            episodes[i]["root_tier"] = paused[0] if paused else root_tier
+            own = root_tier
+            if graph is not None and related is not None and not paused:
+                reach = graph.downstream(tier) | {tier}
+                mine = [j for j in group if episodes[j]["tier"] in reach]
+                own = _root_of(episodes, mine, tie, depth)
+            episodes[i]["root_tier"] = paused[0] if paused else own
             episodes[i]["onset_order"] = onset
             if paused:
                 episodes[i]["paused"] = {"tier": paused[0], "start": paused[1], "end": paused[2]}
@@ -619,6 +640,23 @@ def push_back_roots(
             if e["root_tier"] == root:
                 e["root_tier"] = cause
                 e["pushed_from"] = root
+
+
+def _related(graph: Graph | None, tier: str) -> frozenset[str] | None:
+    """``tier``, the components its calls reach and those whose calls reach it (None: every
+    tier, without a graph or for a tier outside it such as the client)."""
+    if graph is None or tier not in graph:
+        return None
+    return frozenset({tier} | graph.downstream(tier) | graph.upstream(tier))
+
+
+def _root_of(
+    episodes: list[dict[str, Any]], members: list[int], tie: float, depth: dict[str, int]
+) -> str:
+    """The deepest tier among the first of ``members`` to rise (onsets within ``tie``)."""
+    first = min(episodes[i]["start"] for i in members)
+    early = [i for i in members if episodes[i]["start"] <= first + tie + 1e-9]
+    return str(episodes[max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))]["tier"])
 
 
 def _paused_tier(

@@ -504,6 +504,8 @@ def events_frame(
 #: (null where a tier has no such value), so all parts of the table share one schema.
 REQUEST_EXTRAS: dict[str, pl.DataType] = {
     "node": pl.String(),
+    "visit": pl.String(),
+    "parent": pl.String(),
     "detail": pl.String(),
     "intended_start": pl.Float64(),
     "actual_start": pl.Float64(),

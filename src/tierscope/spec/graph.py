@@ -128,6 +128,10 @@ class Graph:
         """Every component that ``name``'s calls reach, directly or not."""
         return self._down.get(name, frozenset())
 
+    def upstream(self, name: str) -> frozenset[str]:
+        """Every component whose calls reach ``name``, directly or not."""
+        return frozenset(c for c, down in self._down.items() if name in down)
+
     def callers(self, name: str) -> list[str]:
         """The components that call ``name``, front to back."""
         return [c.name for c in self.components if any(k.to == name for k in c.calls)]

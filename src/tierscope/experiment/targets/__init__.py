@@ -169,6 +169,21 @@ class CsvTail:
         return pl.DataFrame(rows, schema=self.SCHEMA, orient="row")
 
 
+class VisitTail(CsvTail):
+    """A call-graph component's request log: each record's ``detail`` holds ``VISIT PARENT``
+    (see :mod:`tierscope.experiment.embedded.component`), returned as the columns ``visit`` and
+    ``parent`` (null at the entry)."""
+
+    def __call__(self) -> pl.DataFrame:
+        frame = super().__call__()
+        parts = frame["detail"].fill_null("").str.split_exact(" ", 1)
+        return frame.with_columns(
+            parts.struct.field("field_0").replace("", None).alias("visit"),
+            parts.struct.field("field_1").replace("", None).alias("parent"),
+            pl.lit(None, pl.String).alias("detail"),
+        )
+
+
 class Skipped:
     """Lines of a request log that were not records: how many, and the first one (shortened)."""
 

@@ -27,7 +27,7 @@ from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded._instrument import read_gauges
 from tierscope.experiment.embedded.data import database_copy
 from tierscope.experiment.processes import Supervisor, python_argv
-from tierscope.experiment.targets import CsvTail, Deployment, Node
+from tierscope.experiment.targets import CsvTail, Deployment, Node, VisitTail
 from tierscope.spec.experiment import ComponentSpec, SystemSpec, TierSpec
 
 #: Defaults per tier: knobs and the extra CPU seconds per request (by interaction).
@@ -98,11 +98,12 @@ def spawn_tier_processes(
     count: int,
     extra_files: dict[str, str] | None = None,
     server: str | None = None,
+    tail: type[CsvTail] = CsvTail,
 ) -> tuple[int, list[dict[str, Path]]]:
     """Start ``count`` processes of the embedded server ``server`` (default: the module named
     after ``node.tier``) on one port (SO_REUSEPORT) and register their process groups, gauges
-    and request logs with ``node``. ``extra_files``: more files per process, key -> suffix.
-    Returns the port and each process's files."""
+    and request logs (read by ``tail``) with ``node``. ``extra_files``: more files per process,
+    key -> suffix. Returns the port and each process's files."""
     port = 0
     started = []
     for i in range(count):
@@ -120,7 +121,7 @@ def spawn_tier_processes(
         port = int(supervisor.wait_ready(label, proc, files["ready_file"])["port"])
         node.pgids.append(proc.pid)
         node.gauges.append(files["gauges"])
-        node.request_sources.append(CsvTail(files["log"]))
+        node.request_sources.append(tail(files["log"]))
         started.append(files)
     return port, started
 
@@ -161,7 +162,7 @@ def start_graph(
             port, files = spawn_tier_processes(
                 supervisor, node, cfg, workdir, processes_for(spec),
                 extra_files={f"calls_{c}": f"to-{c}.gauges" for c in callees},
-                server="component",
+                server="component", tail=VisitTail,
             )  # fmt: skip
             node.extra_metrics = _calls_out({c: [f[f"calls_{c}"] for f in files] for c in callees})
             endpoints[comp.name].append(("127.0.0.1", port))
