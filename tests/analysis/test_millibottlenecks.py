@@ -355,6 +355,39 @@ def test_siblings_filling_up_at_once_are_two_causes() -> None:
     assert set(roots(False).values()) == {"payment"}
 
 
+def test_stalls_in_a_synthetic_graph_are_rooted_where_they_were_planted() -> None:
+    """graph_requests: every visit's parent is a visit of its caller, nested in it; stalls of
+    catalogue-db every 10 s are found at the catalogue (its caller) rooted at catalogue-db, and
+    no episode of the orders branch is blamed on it."""
+    from tierscope.analysis import millibottlenecks as mb
+    from tierscope.analysis.datasets import graph_requests
+
+    graph = shop_graph()
+    service = {"gateway": 0.0003, "catalogue": 0.0006, "catalogue-db": 0.0008,
+               "orders": 0.0004, "payment": 0.0009}  # fmt: skip
+    stalls = [Stall("catalogue-db", float(t), 0.3) for t in range(10, 100, 10)]
+    req = graph_requests(60_000, 600.0, graph, service, stalls=stalls, seed=3)
+    visits = req.filter(pl.col("tier") != "client")
+    parents = visits.join(
+        visits.select("visit", pl.col("tier").alias("caller"), pl.col("start").alias("p_start"),
+                      pl.col("end").alias("p_end")),
+        left_on="parent", right_on="visit", how="left",
+    )  # fmt: skip
+    want = {c: (graph.callers(c) or [None])[0] for c in graph.names}
+    assert all(want[t] == c for t, c in parents.select("tier", "caller").iter_rows())
+    inner = parents.drop_nulls("caller")
+    assert ((inner["start"] >= inner["p_start"]) & (inner["end"] <= inner["p_end"])).all()
+    order = ["client", *sorted(graph.names, key=graph.depth)]
+    episodes, _ = mb.detect_episodes(mb.timeline(req, 0.05), order, AnalysisOptions())
+    mb.assign_roots(episodes, order, 0.05, graph=graph)
+    for s in stalls:
+        near = [e for e in episodes if e["tier"] == "catalogue" and abs(e["start"] - s.start) < 0.1]
+        assert near and all(e["root_tier"] == "catalogue-db" for e in near), (s, near)
+    assert not any(
+        e["root_tier"] == "catalogue-db" for e in episodes if e["tier"] in ("orders", "payment")
+    )
+
+
 def test_the_burst_after_a_pause_is_rooted_in_the_paused_tier() -> None:
     """With nested records a paused app holds its requests, so web's queue may rise only as app
     resumes and the burst arrives. An episode starting within two windows of app's resumption

@@ -16,12 +16,14 @@ import numpy as np
 import polars as pl
 
 from tierscope.analysis.indicators import LEVELS_SCHEMA
+from tierscope.spec.graph import Graph
 
 __all__ = [
     "PATTERNS",
     "Stall",
     "chain_requests",
     "chain_sweep",
+    "graph_requests",
     "indicator_curve",
     "indicator_setups",
     "saturation_series",
@@ -108,6 +110,81 @@ def chain_requests(
             {"tier": "client", "request_id": ids, "start": t - eps, "end": last + len(tiers) * eps}
         )
     )
+    return pl.concat(frames).with_columns(
+        pl.lit(setup).alias("setup"),
+        pl.lit(level, pl.Float64).alias("level"),
+        pl.lit(0, pl.Int64).alias("rep"),
+        pl.lit("req").alias("interaction"),
+        pl.lit("ok").alias("status"),
+    )
+
+
+def graph_requests(
+    n: int,
+    rate: float,
+    graph: Graph,
+    service: Mapping[str, float],
+    *,
+    stalls: Sequence[Stall] = (),
+    seed: int = 0,
+    setup: str = "s0",
+    level: float | None = None,
+) -> pl.DataFrame:
+    """``n`` requests arriving as a Poisson stream of ``rate`` per second at ``graph``'s entry.
+
+    Each component is a single-server FCFS queue (mean exponential service ``service[name]``
+    [s]); after its service a visit makes its calls: each with its probability, ``times``
+    visits, in sequence (a call starts when the one before returned) or all at once and joined
+    (``parallel``). A visit's record lasts until its calls have returned (nested), with its own
+    id (``visit``) and its caller's (``parent``); ``client`` is end to end. Each component must
+    have at most one caller, and the repeated visits of one call (``times`` > 1) queue apart
+    from each other (an approximation)."""
+    shared = [c for c in graph.names if len(graph.callers(c)) > 1]
+    if shared:
+        raise ValueError(f"components with several callers are not generated: {shared}")
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0 / rate, n))
+    ids = np.arange(n)
+    frames: list[pl.DataFrame] = []
+    counter = [0]
+
+    def visit(name: str, a: np.ndarray, req: np.ndarray, parent: np.ndarray | None) -> np.ndarray:
+        order = np.argsort(a, kind="stable")
+        d = np.empty(a.size)
+        own = [s for s in stalls if s.tier == name]
+        d[order] = _fcfs(a[order], rng.exponential(service[name], a.size), own)
+        vid = np.arange(counter[0], counter[0] + a.size)
+        counter[0] += a.size
+        comp = graph[name]
+        end = d.copy()
+        for call in comp.calls:
+            for _ in range(call.times):
+                made = np.flatnonzero(rng.random(a.size) < call.p)
+                if made.size == 0:
+                    continue
+                start = d[made] if comp.parallel else end[made]
+                back = visit(call.to, start, req[made], vid[made])
+                end[made] = np.maximum(end[made], back) if comp.parallel else back
+        frame = pl.DataFrame(
+            {"request_id": req.astype(str), "start": a, "end": end, "visit": vid.astype(str)}
+        )
+        frames.append(
+            frame.select(
+                pl.lit(name).alias("tier"),
+                pl.all(),
+                (
+                    pl.lit(None, pl.String) if parent is None else pl.Series(parent.astype(str))
+                ).alias("parent"),
+            )
+        )
+        return end
+
+    entry = graph.entry or graph.names[0]
+    last = visit(entry, t, ids, None)
+    eps = 1e-6
+    none = pl.lit(None, pl.String)
+    client = {"tier": "client", "request_id": ids.astype(str), "start": t - eps, "end": last + eps}
+    frames.append(pl.DataFrame(client).with_columns(none.alias("visit"), none.alias("parent")))
     return pl.concat(frames).with_columns(
         pl.lit(setup).alias("setup"),
         pl.lit(level, pl.Float64).alias("level"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import time
@@ -171,14 +172,56 @@ class NodeCgroup:
     """The cgroup(s) of one node (tier replica)."""
 
     def __init__(self, hierarchy: Hierarchy, name: str) -> None:
-        self.h = hierarchy
         self.name = name
         self.paths = {ctl: root / name for ctl, root in hierarchy.roots.items()}
         self.cpu_quota_cores: float | None = None
+        self._version = hierarchy.version
+        #: Somebody else's cgroup (``system.kind: attach``): read, never changed or removed.
+        self.adopted = False
+
+    @classmethod
+    def adopt(cls, path: str, mounts: Mounts | None = None) -> NodeCgroup:
+        """The existing cgroup ``path`` (relative to the hierarchy's root, or absolute under
+        its mount point), to be watched only; CgroupUnavailableError if it is not there or
+        cannot be read."""
+        mounts = mounts or detect_mounts()
+        if mounts is None:
+            raise CgroupUnavailableError("no cgroup hierarchy is mounted (neither v1 nor v2)")
+        roots = {"": mounts.v2_root} if mounts.version == "v2" else dict(mounts.v1)
+        rel = path
+        for mount in roots.values():
+            assert mount is not None
+            if Path(path).is_relative_to(mount):
+                rel = str(Path(path).relative_to(mount))
+        paths = {ctl: root / rel.lstrip("/") for ctl, root in roots.items() if root}
+        paths = {ctl: p for ctl, p in paths.items() if (p / "cgroup.procs").is_file()}
+        main = paths.get("" if mounts.version == "v2" else "cpu")
+        if main is None or (mounts.version == "v1" and "cpuacct" not in paths):
+            raise CgroupUnavailableError(f"{path} is not a cgroup with CPU accounting here")
+        try:
+            (main / "cgroup.procs").read_text()
+        except OSError as exc:
+            raise CgroupUnavailableError(f"cannot read {main}/cgroup.procs ({exc})") from None
+        self = cls.__new__(cls)
+        self.name, self.paths, self._version, self.adopted = rel, paths, mounts.version, True
+        self.cpu_quota_cores = self.read_cpu_quota()
+        return self
 
     @property
     def version(self) -> str:
-        return self.h.version
+        return self._version
+
+    def read_cpu_quota(self) -> float | None:
+        """The CPU quota in cores as the cgroup has it (None: unlimited or unreadable)."""
+        try:
+            if self.version == "v2":
+                quota, period = (self.paths[""] / "cpu.max").read_text().split()[:2]
+            else:
+                quota = (self.paths["cpu"] / "cpu.cfs_quota_us").read_text().strip()
+                period = (self.paths["cpu"] / "cpu.cfs_period_us").read_text().strip()
+            return None if quota in ("max", "-1") else int(quota) / int(period)
+        except (OSError, ValueError, KeyError):
+            return None
 
     def _path(self, ctl: str) -> Path | None:
         return self.paths.get("" if self.version == "v2" else ctl)
@@ -197,6 +240,7 @@ class NodeCgroup:
     # ---- limits --------------------------------------------------------------------------------
     def set_cpu(self, cores: float | None) -> None:
         """CPU quota in cores (``None``: unlimited); can change while processes run."""
+        self._own("change its CPU quota")
         self.cpu_quota_cores = cores
         quota = "max" if cores is None else str(max(1000, round(cores * CFS_PERIOD_US)))
         if self.version == "v2":
@@ -275,13 +319,21 @@ class NodeCgroup:
         return _read_kv(self.cpu_stat_file())
 
     # ---- teardown ------------------------------------------------------------------------------
+    def _own(self, what: str) -> None:
+        if self.adopted:
+            raise CgroupUnavailableError(f"{self.name} is not tierscope's cgroup: cannot {what}")
+
     def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        self._own("kill its processes")
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
     def destroy(self, timeout_s: float = 5.0) -> None:
-        """Kill every process left in the node and remove its cgroups."""
+        """Kill every process left in the node and remove its cgroups (an adopted cgroup is
+        left as it is)."""
+        if self.adopted:
+            return
         deadline = time.monotonic() + timeout_s
         while self.pids() and time.monotonic() < deadline:
             self.kill_all()
@@ -299,6 +351,37 @@ class NodeCgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+#: Directory names of a container's cgroup: Docker (systemd and cgroupfs drivers), Podman,
+#: CRI-O and containerd, followed by the container id.
+CONTAINER_DIRS = re.compile(
+    r"^(?:docker-|libpod-|crio-|cri-containerd-)?([0-9a-f]{12,64})(?:\.scope)?$"
+)
+
+
+def container_cgroup(container: str, mounts: Mounts | None = None, max_depth: int = 8) -> str:
+    """The cgroup path (relative to the hierarchy's root) of the container whose id starts
+    with ``container`` (at least 4 hex digits); CgroupUnavailableError if none or several."""
+    mounts = mounts or detect_mounts()
+    root = None if mounts is None else (mounts.v2_root or mounts.v1.get("cpu"))
+    if root is None:
+        raise CgroupUnavailableError("no cgroup hierarchy is mounted (neither v1 nor v2)")
+    wanted = container.lower()
+    found: list[Path] = []
+    for here, dirs, _ in os.walk(root):
+        depth = len(Path(here).relative_to(root).parts)
+        for d in dirs:
+            m = CONTAINER_DIRS.match(d)
+            if m and m.group(1).startswith(wanted):
+                found.append(Path(here) / d)
+        if depth >= max_depth:
+            dirs.clear()
+    found = [p for p in found if not any(q != p and p.is_relative_to(q) for q in found)]
+    if len(found) != 1:
+        what = "no" if not found else f"{len(found)} ({', '.join(str(p) for p in found[:3])})"
+        raise CgroupUnavailableError(f"{what} container cgroups under {root} match {container!r}")
+    return "/" + str(found[0].relative_to(root))
 
 
 def open_hierarchy(run_name: str) -> Hierarchy:

@@ -72,7 +72,7 @@ class FaultScheduler:
         self.done: list[Occurrence] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._stopped: list[FaultTarget] = []
+        self._stopped: list[list[int]] = []
         self._hogs: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
 
@@ -139,11 +139,14 @@ class FaultScheduler:
 
     def _begin(self, spec: FaultSpec, targets: list[FaultTarget]) -> object:
         if spec.kind == "stall":
+            stopped = []
             for t in targets:
-                _signal_all(t.pids(), signal.SIGSTOP)
-                with self._lock:
-                    self._stopped.append(t)
-            return None
+                pids = t.pids()
+                with self._lock:  # registered first: continued whatever happens next
+                    self._stopped.append(pids)
+                _signal_all(pids, signal.SIGSTOP)
+                stopped.append(pids)
+            return stopped
         hogs = []
         for t in targets:
             for _ in range(math.ceil(spec.cores)):
@@ -156,11 +159,11 @@ class FaultScheduler:
         return hogs
 
     def _end(self, spec: FaultSpec, targets: list[FaultTarget], handle: object) -> None:
-        if spec.kind == "stall":
-            for t in targets:
-                _signal_all(t.pids(), signal.SIGCONT)
+        if spec.kind == "stall":  # exactly the processes stopped (an attached system's too)
+            for pids in handle or []:  # type: ignore[attr-defined]
+                _signal_all(pids, signal.SIGCONT)
                 with self._lock, contextlib.suppress(ValueError):
-                    self._stopped.remove(t)
+                    self._stopped.remove(pids)
             return
         for p in handle or []:  # type: ignore[attr-defined]
             _kill(p)
@@ -169,8 +172,8 @@ class FaultScheduler:
         with self._lock:
             stopped, self._stopped = self._stopped, []
             hogs, self._hogs = self._hogs, []
-        for t in stopped:
-            _signal_all(t.pids(), signal.SIGCONT)
+        for pids in stopped:
+            _signal_all(pids, signal.SIGCONT)
         for p in hogs:
             _kill(p)
 

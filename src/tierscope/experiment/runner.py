@@ -39,7 +39,13 @@ from tierscope.experiment.faults import FaultScheduler, FaultTarget, Occurrence
 from tierscope.experiment.leftovers import Removed, RunClaim, claim_run
 from tierscope.experiment.monitor import Monitor, NodeProbe
 from tierscope.experiment.processes import Supervisor
-from tierscope.experiment.targets import Deployment, deployed_as, skipped_records, start_system
+from tierscope.experiment.targets import (
+    Deployment,
+    deployed_as,
+    skipped_records,
+    start_system,
+    target_for,
+)
 from tierscope.spec.experiment import ExperimentSpec, check_host, setup_specs
 from tierscope.store import RunWriter
 
@@ -87,15 +93,6 @@ class Runner:
         self.source = source
         self.progress = progress or (lambda _state: None)
         self.setups = setup_specs(spec, doc, source=source)
-        for name, setup in self.setups.items():
-            if not setup.system.is_shorthand and setup.system.kind != "embedded":
-                where = "system.components" if name == "s0" else f"setup {name}: system.components"
-                raise SpecError(
-                    source,
-                    [(where, f"the {setup.system.kind} target runs the three-tier chain "
-                      "(system.topology, system.tiers); running a call graph of components "
-                      "is not supported yet")],
-                )  # fmt: skip
         if spec.sweep.interleave:
             _check_interleavable(self.setups, source)
         self.outcomes: list[LevelOutcome] = []
@@ -115,8 +112,13 @@ class Runner:
             return self._run(run_id, claim)
 
     def _run(self, run_id: str, claim: RunClaim) -> dict[str, Any]:
-        for setup in self.setups.values():  # limits the host cannot honour, named by field
-            check_host(setup, source=self.source)
+        for name, setup in self.setups.items():
+            check_host(setup, source=self.source)  # limits the host cannot honour, by field
+            try:  # what the target cannot deploy here (an attached PID that is not running)
+                target_for(setup.system.kind).check(setup.system)
+            except SpecError as exc:
+                where = "" if name == "s0" else f"setup {name}: "
+                raise SpecError(self.source, [(where + f, m) for f, m in exc.errors]) from None
         # The run folder is claimed (atomically) before anything is made, so a refused --out
         # leaves no cgroup behind.
         writer = RunWriter.create(
@@ -222,8 +224,8 @@ class Runner:
         graph = spec.system.graph
         for node in dep.nodes:
             quota = graph[node.tier].cpu if node.tier in graph else None
-            if node.quota == quota or node.cgroup is None:
-                continue
+            if node.quota == quota or node.cgroup is None or node.adopted:
+                continue  # an attached component's limit is its own (spec cpu: as told)
             node.cgroup.set_cpu(quota)
             node.quota = quota
             changed[node.name] = quota

@@ -20,6 +20,7 @@ import copy
 import math
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -219,11 +220,32 @@ class ComponentSpec(_Resources):
     cgroup: str | None = Field(None, description="attach: the component's cgroup path")
     container: str | None = Field(None, description="attach: a Docker/Podman container id")
     url: str | None = Field(None, description="attach: the URL the load generator drives")
+    allow_faults: bool = Field(
+        False, description="attach: faults may be injected here (stall: SIGSTOP/SIGCONT)"
+    )
 
     @field_validator("pid", mode="before")
     @classmethod
     def _one_pid(cls, v: Any) -> Any:
         return [v] if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            u = urllib.parse.urlsplit(v)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ValueError(
+                    f"expected an http(s) URL such as http://127.0.0.1:8080/, got {v!r}"
+                )
+        return v
+
+    @field_validator("container")
+    @classmethod
+    def _container_id(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-fA-F]{4,64}", v):
+            raise ValueError(f"expected a container id (4 to 64 hex digits), got {clip(v, 80)!r}")
+        return v
 
     @field_validator("match")
     @classmethod
@@ -559,6 +581,20 @@ class ExperimentSpec(BaseModel):
                     f"faults[{i}].tier",
                     f"{clip(f.tier, 80)!r} is not a component ({', '.join(replicas)})",
                 )
+            if self.system.kind == "attach":
+                c = (self.system.components or {})[f.tier]
+                if not c.allow_faults:
+                    raise _FieldError(
+                        f"faults[{i}].tier",
+                        f"{f.tier} is a running system's component: faults go only where "
+                        f"the spec allows them (system.components.{f.tier}.allow_faults: true)",
+                    )
+                if f.kind == "cpu_hog" and not (c.cgroup or c.container):
+                    raise _FieldError(
+                        f"faults[{i}].kind",
+                        f"a cpu_hog runs inside the component's cgroup; {f.tier} is located "
+                        f"by {c.located[0]}: give its cgroup or container instead",
+                    )
             if f.replica is not None and f.replica > replicas[f.tier]:
                 raise _FieldError(
                     f"faults[{i}].replica",

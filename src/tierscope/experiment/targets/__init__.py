@@ -1,23 +1,30 @@
-"""Systems under test that the runner deploys, checks and stops by itself.
+"""Systems under test: the :class:`Target` protocol, its registry, and what deployments share.
 
-A target turns a validated :class:`~tierscope.spec.experiment.SystemSpec` into a running
-:class:`Deployment`: its nodes (one per tier replica, each in its own cgroup with its quota), the
-URLs the load generator drives, the base workload that fits the system, and where each node's
-request records and gauges are. Everything a target starts goes through the run's
-:class:`~tierscope.experiment.processes.Supervisor`, so it is stopped whatever happens.
+A target turns a validated :class:`~tierscope.spec.experiment.SystemSpec` of its ``kind`` into
+a running :class:`Deployment`: its nodes (one per component replica, each with the processes
+and cgroup the monitor watches and faults act on, and its gauge and request-record sources),
+the URLs the load generator drives, the base workload that fits the system, the faults it
+supports, ``scale`` and teardown. Targets register themselves by kind (:func:`register`);
+:func:`target_for` finds one. ``embedded`` (any call graph, or the three-tier shorthand) and
+``webstack`` (nginx -> app -> PostgreSQL) start what they run through the run's
+:class:`~tierscope.experiment.processes.Supervisor`, so it is stopped whatever happens;
+``attach`` watches and drives a system that is already running and never starts, changes or
+stops any of it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import polars as pl
 
+from tierscope.errors import InputError, TierscopeError
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded._instrument import decode_field
 from tierscope.experiment.processes import Supervisor
@@ -39,20 +46,94 @@ class Node:
     #: last call (columns request_id, interaction, start, end, status, detail; monotonic times).
     request_sources: list[Callable[[], pl.DataFrame]] = field(default_factory=list)
     extra_metrics: Callable[[], dict[str, float]] | None = None
+    #: Where the node's processes are found without a cgroup, when not by process groups
+    #: (an attached component named by PID or command line).
+    pid_source: Callable[[], list[int]] | None = None
 
     def pids(self) -> list[int]:
         if self.cgroup is not None:
             return self.cgroup.pids()
+        if self.pid_source is not None:
+            return self.pid_source()
         return process_group_members(self.pgids)
+
+    @property
+    def adopted(self) -> bool:
+        """Its processes were running before the run and are not tierscope's to change."""
+        return self.pid_source is not None or (self.cgroup is not None and self.cgroup.adopted)
 
 
 @dataclass
 class Deployment:
+    """A deployed system: its nodes front to back, where the load enters, the base workload,
+    the faults it supports, what scales it (None: it cannot change replicas while running)
+    and what stops it (teardown)."""
+
     nodes: list[Node]
     entry_urls: list[str]
     workload: dict[str, Any]
     stop: Callable[[], None]
     facts: dict[str, Any] = field(default_factory=dict)
+    faults: frozenset[str] = frozenset({"stall", "cpu_hog"})
+    scaler: Callable[[str, int], None] | None = None
+
+    @property
+    def components(self) -> list[str]:
+        return list(dict.fromkeys(n.tier for n in self.nodes))
+
+    def scale(self, component: str, replicas: int) -> None:
+        """Run ``replicas`` replicas of ``component`` from now on."""
+        if component not in self.components:
+            raise InputError("component", component, "one of " + ", ".join(self.components))
+        if self.scaler is None:
+            raise TierscopeError("this system cannot change its replicas while it runs")
+        self.scaler(component, replicas)
+
+
+class Target(Protocol):
+    """A kind of system (``system.kind``) the runner can deploy."""
+
+    kind: str
+
+    def check(self, system: SystemSpec) -> None:
+        """Refuse (InputError/SpecError naming the field) what cannot be deployed here, before
+        anything is created."""
+
+    def deploy(
+        self, system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+    ) -> Deployment:
+        """``system`` running and ready (what it starts goes through ``supervisor``)."""
+        ...
+
+    def deployed_as(self, system: SystemSpec) -> dict[str, Any]:
+        """What decides how ``system`` is deployed: two systems alike in this differ only in
+        what can be changed on the running system (CPU quotas)."""
+        ...
+
+
+TARGETS: dict[str, Target] = {}
+#: Where the built-in targets live (imported when first asked for).
+BUILT_IN = {
+    "embedded": "tierscope.experiment.targets.embedded",
+    "webstack": "tierscope.experiment.targets.webstack",
+    "attach": "tierscope.experiment.targets.attach",
+}
+
+
+def register(target: Target) -> Target:
+    """Make ``target`` the one for its ``kind`` (a plug-in may add kinds)."""
+    TARGETS[target.kind] = target
+    return target
+
+
+def target_for(kind: str) -> Target:
+    if kind not in TARGETS and kind in BUILT_IN:
+        importlib.import_module(BUILT_IN[kind])
+    try:
+        return TARGETS[kind]
+    except KeyError:
+        known = sorted({*TARGETS, *BUILT_IN})
+        raise InputError("system.kind", kind, "one of " + ", ".join(known)) from None
 
 
 def process_group_members(pgids: list[int]) -> list[int]:
@@ -217,34 +298,11 @@ def skipped_records(node: Node) -> list[dict[str, Any]]:
 
 
 def deployed_as(system: SystemSpec) -> dict[str, Any]:
-    """What decides how ``system`` is deployed: its spec with every tier's CPU quota replaced by
-    the processes that quota starts. Two systems alike in this differ only in quotas, which can
-    be changed on the running processes (:meth:`NodeCgroup.set_cpu`)."""
-    from tierscope.experiment.targets.embedded import processes_for
-    from tierscope.experiment.targets.webstack import nginx_workers
-
-    doc = system.model_dump(mode="json")
-    tiers = {}
-    for name in ("web", "app", "db"):
-        spec = system.tier(name)
-        processes = (
-            nginx_workers(spec)
-            if system.kind == "webstack" and name == "web"
-            else processes_for(spec)
-        )
-        tiers[name] = {**spec.model_dump(mode="json"), "cpu": None, "processes": processes}
-    doc["tiers"] = tiers
-    return doc
+    return target_for(system.kind).deployed_as(system)
 
 
 def start_system(
     system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
 ) -> Deployment:
-    """Deploy ``system`` (embedded or webstack) and return it running and ready."""
-    if system.kind == "webstack":
-        from tierscope.experiment.targets.webstack import start_webstack
-
-        return start_webstack(system, workdir, supervisor, hierarchy)
-    from tierscope.experiment.targets.embedded import start_embedded
-
-    return start_embedded(system, workdir, supervisor, hierarchy)
+    """Deploy ``system`` with the target of its kind and return it running and ready."""
+    return target_for(system.kind).deploy(system, workdir, supervisor, hierarchy)

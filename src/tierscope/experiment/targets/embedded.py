@@ -27,8 +27,9 @@ from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded._instrument import read_gauges
 from tierscope.experiment.embedded.data import database_copy
 from tierscope.experiment.processes import Supervisor, python_argv
-from tierscope.experiment.targets import CsvTail, Deployment, Node, VisitTail
+from tierscope.experiment.targets import CsvTail, Deployment, Node, VisitTail, register
 from tierscope.spec.experiment import ComponentSpec, SystemSpec, TierSpec
+from tierscope.spec.graph import THREE_TIERS
 
 #: Defaults per tier: knobs and the extra CPU seconds per request (by interaction).
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -228,3 +229,43 @@ def start_embedded(
         stop=supervisor.stop_all,
         facts={"endpoints": {t: [f"{h}:{p}" for h, p in e] for t, e in endpoints.items()}},
     )
+
+
+class EmbeddedTarget:
+    """``system.kind: embedded``: tierscope's own servers, any call graph or the three-tier
+    shorthand, each replica a node of processes in its own cgroup."""
+
+    kind = "embedded"
+
+    def check(self, system: SystemSpec) -> None:
+        pass  # everything it needs is in the package
+
+    def deploy(
+        self, system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+    ) -> Deployment:
+        return start_embedded(system, workdir, supervisor, hierarchy)
+
+    def deployed_as(self, system: SystemSpec) -> dict[str, Any]:
+        return deployed_as(system, lambda _name, spec: processes_for(spec))
+
+
+def deployed_as(
+    system: SystemSpec, processes: Callable[[str, TierSpec | ComponentSpec], int]
+) -> dict[str, Any]:
+    """``system``'s spec with every component's CPU quota replaced by the processes
+    (``processes(name, spec)``) that quota starts: quotas alone can change on the running
+    processes (:meth:`NodeCgroup.set_cpu`), the number of processes cannot."""
+    doc = system.model_dump(mode="json")
+    if system.components is None:
+        specs: dict[str, TierSpec | ComponentSpec] = {t: system.tier(t) for t in THREE_TIERS}
+        key = "tiers"
+    else:
+        specs, key = dict(system.components), "components"
+    doc[key] = {
+        name: {**spec.model_dump(mode="json"), "cpu": None, "processes": processes(name, spec)}
+        for name, spec in specs.items()
+    }
+    return doc
+
+
+register(EmbeddedTarget())

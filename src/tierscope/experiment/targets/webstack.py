@@ -39,9 +39,10 @@ import polars as pl
 from tierscope.errors import InputError
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.processes import StartError, Supervisor
-from tierscope.experiment.targets import CsvTail, Deployment, Node
+from tierscope.experiment.targets import CsvTail, Deployment, Node, register
 from tierscope.experiment.targets.embedded import (
     WORKLOAD_FILE,
+    deployed_as,
     node_cgroup,
     processes_for,
     spawn_tier_processes,
@@ -393,3 +394,25 @@ def _wait_http(url: str, proc: Any, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+class WebstackTarget:
+    """``system.kind: webstack``: nginx -> the embedded application -> PostgreSQL."""
+
+    kind = "webstack"
+
+    def check(self, system: SystemSpec) -> None:
+        _check(system)
+
+    def deploy(
+        self, system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+    ) -> Deployment:
+        return start_webstack(system, workdir, supervisor, hierarchy)
+
+    def deployed_as(self, system: SystemSpec) -> dict[str, Any]:
+        return deployed_as(
+            system, lambda name, spec: nginx_workers(spec) if name == "web" else processes_for(spec)
+        )
+
+
+register(WebstackTarget())
