@@ -53,6 +53,37 @@ def test_exclusive_segments_cut_out_the_next_tier() -> None:
     assert seg.filter(pl.col("station") == "db").height == 2
 
 
+def test_exclusive_segments_of_a_call_graph_cut_out_each_visits_calls() -> None:
+    """gateway calls catalogue, then orders; orders calls payment and orders-db in parallel
+    (overlapping calls are cut out once); a second request skips orders."""
+    rows = [  # tier, request, visit, parent, start, end
+        ("gateway", "r1", "g1", None, 0.0, 10.0),
+        ("catalogue", "r1", "c1", "g1", 1.0, 3.0),
+        ("orders", "r1", "o1", "g1", 4.0, 9.0),
+        ("payment", "r1", "p1", "o1", 5.0, 8.0),
+        ("orders-db", "r1", "d1", "o1", 6.0, 7.0),
+        ("gateway", "r2", "g2", None, 20.0, 22.0),
+        ("catalogue", "r2", "c2", "g2", 20.5, 21.0),
+    ]
+    req = pl.DataFrame(
+        rows, schema=["tier", "request_id", "visit", "parent", "start", "end"], orient="row"
+    ).with_columns(pl.col("tier").alias("node"))
+    seg = exclusive_segments(req, ("gateway", "catalogue", "orders", "payment", "orders-db"))
+    got = {
+        (st, r): sorted(zip(p["start"], p["end"], strict=True))
+        for (st, r), p in seg.group_by("station", "request")
+    }
+    assert got == {
+        ("gateway", "r1"): [(0.0, 1.0), (3.0, 4.0), (9.0, 10.0)],
+        ("catalogue", "r1"): [(1.0, 3.0)],
+        ("orders", "r1"): [(4.0, 5.0), (8.0, 9.0)],
+        ("payment", "r1"): [(5.0, 8.0)],
+        ("orders-db", "r1"): [(6.0, 7.0)],
+        ("gateway", "r2"): [(20.0, 20.5), (21.0, 22.0)],
+        ("catalogue", "r2"): [(20.5, 21.0)],
+    }
+
+
 def test_cpu_intervals_cover_the_time_since_the_previous_sample() -> None:
     cpu = pl.DataFrame(
         {

@@ -47,20 +47,23 @@ def base_spec(
     }
 
 
-def with_whatif(doc: dict[str, Any], levels: list[int], repetitions: int) -> dict[str, Any]:
-    """``doc`` (the db-capped sweep) with the what-if setup interleaved level by level on one
-    deployment: host drift between runs minutes apart cannot pass for model error."""
+def with_whatif(
+    doc: dict[str, Any],
+    levels: list[int],
+    repetitions: int,
+    change: tuple[str, Any] = ("system.tiers.db.cpu", 0.4),
+    name: str = WHATIF,
+) -> dict[str, Any]:
+    """``doc`` (by default the db-capped sweep) with the what-if setup (``change``: field and
+    value) interleaved level by level on one deployment: host drift between runs minutes apart
+    cannot pass for model error."""
     doc = copy.deepcopy(doc)
     doc["sweep"]["interleave"] = True
     doc["sweep"]["setups"] = [
         {"name": "base", "set": {}},
         {
-            "name": WHATIF,
-            "set": {
-                "system.tiers.db.cpu": 0.4,
-                "sweep.levels": levels,
-                "sweep.repetitions": repetitions,
-            },
+            "name": name,
+            "set": {change[0]: change[1], "sweep.levels": levels, "sweep.repetitions": repetitions},
         },
     ]
     return doc
@@ -100,13 +103,15 @@ def calibration_summary(run_dir: Path, setup: str, **options: Any) -> tuple[Any,
     return cal, cal.summary | {"levels": cal.rows}
 
 
-def whatif_summary(run_dir: Path, levels: list[int]) -> tuple[Any, Any, dict[str, Any]]:
-    """The base model, the what-if prediction of the doubled database quota, and its accuracy
-    against the what-if setup measured beside the base."""
+def whatif_summary(
+    run_dir: Path, levels: list[int], change: str = "db.cpu=0.4", setup: str = WHATIF
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The base model, the what-if prediction of ``change`` (default: the doubled database
+    quota), and its accuracy against ``setup``, measured beside the base."""
     run = read_run(run_dir)
     model, _, _ = fit_model(run, setup="base")
-    result = whatif(model, ["db.cpu=0.4"], levels)
-    real = measured_levels(run, WHATIF)
+    result = whatif(model, [change], levels)
+    real = measured_levels(run, setup)
     rows = [
         comparison_row(r, p)
         for r, p in zip(real.iter_rows(named=True), result.predicted, strict=True)

@@ -188,3 +188,30 @@ def test_the_report_gains_the_model_vs_measurement_figure(
     assert "Model vs measurement" in page
     peak = saved["summary"]["peak_throughput"]["predicted"]
     assert f"{peak:.4g}/s" in page  # the model's peak, as the calibration found it
+
+
+def test_a_graph_configuration_deploys_with_component_overrides() -> None:
+    """A plan for a system given as components is deployed by component fields, which the
+    spec accepts (the shorthand's topology would be refused beside components)."""
+    from tierscope.plan.planner import Config
+    from tierscope.spec.experiment import apply_override, parse_experiment, parse_override
+
+    config = Config(replicas={"gateway": 1, "payment": 2}, cpu={"gateway": None, "payment": 0.3})
+    tiers = ("gateway", "payment")
+    assert config.overrides(tiers, components=True) == [
+        "system.components.gateway.replicas=1",
+        "system.components.payment.replicas=2",
+        "system.components.payment.cpu=0.3",
+    ]
+    doc = {
+        "name": "g",
+        "system": {"entry": "gateway", "components": {"gateway": {"calls": [{"to": "payment"}]},
+                                                      "payment": {"cpu": 0.1}}},
+        "sweep": {"levels": [1]},
+    }  # fmt: skip
+    for text in config.overrides(tiers, components=True):
+        apply_override(doc, *parse_override(text), source="test")
+    system = parse_experiment(doc).system
+    assert system.replicas == {"gateway": 1, "payment": 2}
+    assert system.components is not None and system.components["payment"].cpu == 0.3
+    assert config.overrides(tiers)[0] == "system.topology=1/2"

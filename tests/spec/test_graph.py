@@ -212,6 +212,22 @@ def test_run_checks_the_graph_before_it_starts_anything(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_fault_the_target_cannot_inject_is_refused_before_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tierscope.experiment.targets import target_for
+
+    monkeypatch.setattr(type(target_for("embedded")), "faults", frozenset({"stall"}))
+    doc = contract()
+    doc["faults"] = [{"kind": "cpu_hog", "tier": "payment", "at": 1, "duration": 1}]
+    spec_file = tmp_path / "shop.yaml"
+    spec_file.write_text(yaml.safe_dump(doc))
+    assert cli.main(["run", str(spec_file), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "faults[0].kind" in err and "injects stall, not cpu_hog" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_long_chains_and_too_many_components() -> None:
     names = [f"c{i}" for i in range(999)]
     chain = {n: {"calls": [{"to": m}]} for n, m in itertools.pairwise(names)}

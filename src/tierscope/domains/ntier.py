@@ -20,7 +20,13 @@ from typing import Any
 
 from tierscope.errors import InputError
 from tierscope.progress import tracked
-from tierscope.spec.experiment import ExperimentSpec, TierSpec, parse_experiment, setup_specs
+from tierscope.spec.experiment import (
+    ComponentSpec,
+    ExperimentSpec,
+    TierSpec,
+    parse_experiment,
+    setup_specs,
+)
 from tierscope.spec.model import Model, parse_model
 
 #: Tiers in request order: a request enters at the first and calls the next.
@@ -70,7 +76,7 @@ class TierFacts:
         return new
 
 
-def default_processes(tier: TierSpec) -> int:
+def default_processes(tier: TierSpec | ComponentSpec) -> int:
     """Processes per replica: as given, else enough for the quota (one Python process uses at
     most one core), else one (the runner's rule, ``targets.embedded.processes_for``)."""
     if tier.processes is not None:
@@ -105,7 +111,8 @@ def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dic
     quantum = PYTHON_SWITCH_INTERVAL_S if spec.system.kind == "embedded" else None
     out = {}
     for name in tiers:
-        t = spec.system.tier(name)
+        given = spec.system.components
+        t = given[name] if given is not None else spec.system.tier(name)
         out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t), quantum)
     return out
 
@@ -201,6 +208,9 @@ class NTierModel:
     think_dist: str = "exp"
     period: float = CFS_PERIOD_S
     host: HostModel | None = None
+    #: the measured system was given as a call graph (``system.components``), not the
+    #: three-tier shorthand: its configurations are deployed with component overrides
+    components: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tierscope.domains.ntier import TIER_ORDER, setup_spec, tier_facts
+from tierscope.domains.ntier import setup_spec, tier_facts
 from tierscope.errors import InputError
 from tierscope.estimate._data import Observations, RequestRecords
 from tierscope.store import Run
@@ -73,7 +73,7 @@ def _from_experiment(
     metrics = run.metrics.filter(pl.col("setup") == setup)
     tiers = tuple(
         t
-        for t in TIER_ORDER
+        for t in run.graph.names
         if metrics.filter((pl.col("tier") == t) & (pl.col("metric") == "cpu_cores")).height
     )
     if not tiers:
@@ -181,7 +181,11 @@ def exclusive_segments(requests: pl.DataFrame, tiers: tuple[str, ...]) -> pl.Dat
     """Segments (station, node, request, start, end, write) of each tier's records, with the
     time the same request spent in the next tier cut out. ``write`` marks the last tier's
     records that ran at every one of its replicas (the same query of the same request on each:
-    a write of a write-all replicated tier); it is never set with one replica."""
+    a write of a write-all replicated tier); it is never set with one replica. Records of a
+    call graph (``visit``, ``parent``) have their calls' records cut out instead (calls made
+    in parallel: the time any of them was out)."""
+    if "parent" in requests.columns and requests["parent"].is_not_null().any():
+        return _call_segments(requests, tiers)
     parts = []
     for i, tier in enumerate(tiers):
         rows = requests.filter(pl.col("tier") == tier)
@@ -223,6 +227,46 @@ def exclusive_segments(requests: pl.DataFrame, tiers: tuple[str, ...]) -> pl.Dat
             )
         )
     out = pl.concat(parts)
+    return out.filter(pl.col("end") >= pl.col("start"))
+
+
+def _call_segments(requests: pl.DataFrame, tiers: tuple[str, ...]) -> pl.DataFrame:
+    """:func:`exclusive_segments` of call-graph visits: each visit less its calls' records,
+    overlapping calls (a parallel fan-out) merged first."""
+    rows = requests.filter(pl.col("tier").is_in(tiers), pl.col("visit").is_not_null()).select(
+        pl.col("tier").alias("station"),
+        pl.col("node").fill_null(pl.col("tier")),
+        pl.col("request_id").alias("request"),
+        "start",
+        "end",
+        "visit",
+        "parent",
+    )
+    holes = (
+        rows.filter(pl.col("parent").is_not_null())
+        .select(pl.col("parent").alias("visit"), "start", "end")
+        .sort("visit", "start")
+        .with_columns(pl.col("end").cum_max().shift(1).over("visit").alias("reach"))
+        .with_columns(
+            (pl.col("start") > pl.col("reach")).fill_null(True).cum_sum().over("visit").alias("g")
+        )
+        .group_by("visit", "g")
+        .agg(pl.col("start").min().alias("h_start"), pl.col("end").max().alias("h_end"))
+        .sort("visit", "h_start")
+        .group_by("visit", maintain_order=True)
+        .agg("h_start", "h_end")
+    )
+    out = (
+        rows.join(holes, on="visit", how="left")
+        .with_columns(
+            pl.concat_list(pl.col("start"), pl.col("h_end").fill_null([])).alias("s"),
+            pl.concat_list(pl.col("h_start").fill_null([]), pl.col("end")).alias("e"),
+        )
+        .select("station", "node", "request", "s", "e")
+        .explode("s", "e")
+        .rename({"s": "start", "e": "end"})
+        .with_columns(pl.lit(False).alias("write"))
+    )
     return out.filter(pl.col("end") >= pl.col("start"))
 
 

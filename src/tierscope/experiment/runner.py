@@ -114,11 +114,19 @@ class Runner:
     def _run(self, run_id: str, claim: RunClaim) -> dict[str, Any]:
         for name, setup in self.setups.items():
             check_host(setup, source=self.source)  # limits the host cannot honour, by field
+            where = "" if name == "s0" else f"setup {name}: "
+            target = target_for(setup.system.kind)
             try:  # what the target cannot deploy here (an attached PID that is not running)
-                target_for(setup.system.kind).check(setup.system)
+                target.check(setup.system)
             except SpecError as exc:
-                where = "" if name == "s0" else f"setup {name}: "
                 raise SpecError(self.source, [(where + f, m) for f, m in exc.errors]) from None
+            for i, f in enumerate(setup.faults):
+                if f.kind not in target.faults:
+                    raise SpecError(
+                        self.source,
+                        [(f"{where}faults[{i}].kind", f"the {target.kind} target injects "
+                          f"{', '.join(sorted(target.faults))}, not {f.kind}")],
+                    )  # fmt: skip
         # The run folder is claimed (atomically) before anything is made, so a refused --out
         # leaves no cgroup behind.
         writer = RunWriter.create(

@@ -339,6 +339,7 @@ def build_model(
         stalls=stalls,
         stall_cycle=cycle,
         host=host,
+        components=not spec.system.is_shorthand,
     )
     estimates = {
         "demand_ubr": {st: float(ubr.demands_[k, 0]) for k, st in enumerate(obs.stations)},

@@ -74,17 +74,22 @@ class Config:
     def topology(self, tiers: tuple[str, ...]) -> str:
         return "/".join(str(self.replicas[t]) for t in tiers)
 
-    def overrides(self, tiers: tuple[str, ...]) -> list[str]:
-        """``tierscope run --set`` arguments that deploy this configuration."""
-        out = [f"system.topology={self.topology(tiers)}"]
-        out += [f"system.tiers.{t}.cpu={self.cpu[t]:g}" for t in tiers if self.cpu[t] is not None]
+    def overrides(self, tiers: tuple[str, ...], components: bool = False) -> list[str]:
+        """``tierscope run --set`` arguments that deploy this configuration (``components``:
+        of a system given as a call graph, else of the three-tier shorthand)."""
+        if components:
+            out = [f"system.components.{t}.replicas={self.replicas[t]}" for t in tiers]
+            where = "system.components"
+        else:
+            out, where = [f"system.topology={self.topology(tiers)}"], "system.tiers"
+        out += [f"{where}.{t}.cpu={self.cpu[t]:g}" for t in tiers if self.cpu[t] is not None]
         return out
 
-    def to_dict(self, tiers: tuple[str, ...]) -> dict[str, Any]:
+    def to_dict(self, tiers: tuple[str, ...], components: bool = False) -> dict[str, Any]:
         return {
             "topology": self.topology(tiers),
             "tiers": {t: {"replicas": self.replicas[t], "cpu": self.cpu[t]} for t in tiers},
-            "overrides": self.overrides(tiers),
+            "overrides": self.overrides(tiers, components),
         }
 
 
@@ -307,7 +312,7 @@ def plan_document(
         if e is None:
             return None
         return {
-            **e.config.to_dict(tiers),
+            **e.config.to_dict(tiers, model.components),
             "cost_per_hour": e.cost,
             "revenue_per_hour": e.revenue,
             "profit_per_hour": e.profit,

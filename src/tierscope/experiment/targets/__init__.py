@@ -94,6 +94,8 @@ class Target(Protocol):
     """A kind of system (``system.kind``) the runner can deploy."""
 
     kind: str
+    #: the fault kinds it can inject (``faults[].kind``)
+    faults: frozenset[str]
 
     def check(self, system: SystemSpec) -> None:
         """Refuse (InputError/SpecError naming the field) what cannot be deployed here, before

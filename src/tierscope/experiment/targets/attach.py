@@ -158,6 +158,7 @@ def _reachable(url: str, timeout_s: float = 2.0) -> str | None:
 
 class AttachTarget:
     kind = "attach"
+    faults = frozenset({"stall", "cpu_hog"})
 
     def check(self, system: SystemSpec) -> None:
         problems = []
@@ -210,7 +211,7 @@ class AttachTarget:
             workload=workload,
             stop=lambda: None,  # nothing of the system is tierscope's to stop
             facts={"attached": facts},
-            faults=frozenset({"stall", "cpu_hog"}),
+            faults=self.faults,
         )
 
     def deployed_as(self, system: SystemSpec) -> dict[str, Any]:

@@ -236,6 +236,7 @@ class EmbeddedTarget:
     shorthand, each replica a node of processes in its own cgroup."""
 
     kind = "embedded"
+    faults = frozenset({"stall", "cpu_hog"})
 
     def check(self, system: SystemSpec) -> None:
         pass  # everything it needs is in the package

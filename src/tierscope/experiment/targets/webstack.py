@@ -400,6 +400,7 @@ class WebstackTarget:
     """``system.kind: webstack``: nginx -> the embedded application -> PostgreSQL."""
 
     kind = "webstack"
+    faults = frozenset({"stall", "cpu_hog"})
 
     def check(self, system: SystemSpec) -> None:
         _check(system)
