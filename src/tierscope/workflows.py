@@ -164,7 +164,14 @@ def _write_report(
         from tierscope.learn.persist import load
 
         learned = learned_indicators(load(Path(model)), run, doc)
-    page = render(doc, report_series(run, options), title, learned, read_calibration(run.path))
+    page = render(
+        doc,
+        report_series(run, options),
+        title,
+        learned,
+        read_calibration(run.path),
+        graph=run.graph.to_json(),
+    )
     return Path(write_report(run.path, page, None if out_file is None else Path(out_file)))
 
 

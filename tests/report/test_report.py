@@ -160,3 +160,43 @@ def test_names_from_the_run_are_text_in_the_figures(tmp_path: Path) -> None:
     for m in re.finditer("evil.example", page):
         before = page[max(0, m.start() - 40) : m.start()]
         assert "&lt;a href=" in before or "&amp;lt;a href=" in before, before
+
+
+def test_the_call_graph_is_drawn_with_each_components_worst_state() -> None:
+    """A graph run's report draws its components by depth, the primary bottleneck marked
+    (a star) and the push-back and untouched components apart, with where they were so."""
+    from tierscope.report.html import _graph_section, component_states
+    from tierscope.spec.graph import Call, Component, Graph
+
+    graph = Graph.build(
+        [
+            Component("gateway", calls=(Call("catalogue"), Call("orders", 0.8))),
+            Component("catalogue"),
+            Component("orders", calls=(Call("payment", times=2),), parallel=False),
+            Component("payment"),
+        ],
+        "gateway",
+    )
+
+    def level(lv: float, primary: str | None, push: list[str]) -> dict:
+        res = [{"tier": t, "resource": "pool", "role": "push-back"} for t in push]
+        if primary:
+            res.insert(0, {"tier": primary, "resource": "cpu", "role": "bottleneck"})
+        return {"setup": "s0", "level": lv, "resources": res,
+                "primary": {"tier": primary, "resource": "cpu"} if primary else None}  # fmt: skip
+
+    doc = {"bottlenecks": [level(10, None, []), level(30, "payment", ["orders"]),
+                           level(60, "payment", ["orders", "gateway"])]}  # fmt: skip
+    states = component_states(doc)
+    assert states == {
+        "payment": ("bottleneck", "s0 level 30, s0 level 60"),
+        "orders": ("push-back", "s0 level 30, s0 level 60"),
+        "gateway": ("push-back", "s0 level 60"),
+    }
+    page = _graph_section(doc, graph.to_json())
+    assert "<h2>Call graph</h2>" in page
+    assert page.replace(" ", "").count('"symbol":"star"') == 1  # the primary, payment
+    assert "p 0.8" in page and "2 visits" in page
+    for name, state in (("catalogue", "never saturated"), ("payment", "bottleneck")):
+        assert f"<td>{name}</td><td>{state}</td>" in page
+    assert _graph_section(doc, None) == ""

@@ -403,6 +403,122 @@ def _bottleneck_section(doc: dict[str, Any], series: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+#: How a component is drawn in the call graph by the worst role it had at any level.
+ROLE_STYLE = {
+    "bottleneck": ("#d73a49", "bottleneck"),
+    "push-back": ("#e36209", "push-back"),
+    "saturated": ("#f9c513", "saturated"),
+    "ok": ("#28a745", "never saturated"),
+}
+
+
+def component_states(doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """component -> (state, where): its worst role over the judged levels (the primary
+    bottleneck first, then push-back, then any other saturated resource) and the setups and
+    levels where it had it."""
+    rank = {"bottleneck": 3, "push-back": 2, "saturated": 1}
+    seen: dict[str, tuple[int, list[str]]] = {}
+    for b in doc["bottlenecks"]:
+        if b["level"] is None:
+            continue
+        at = f"{b['setup']} level {b['level']:g}"
+        roles: dict[str, int] = {}
+        primary = b["primary"]
+        for r in b.get("resources") or []:
+            role = r.get("role")
+            state = "push-back" if role == "push-back" else "saturated"
+            if primary is not None and r["tier"] == primary["tier"] and role == "bottleneck":
+                state = "bottleneck"
+            roles[r["tier"]] = max(roles.get(r["tier"], 0), rank[state])
+        if primary is not None:
+            roles[primary["tier"]] = rank["bottleneck"]
+        for tier, k in roles.items():
+            best, where = seen.get(tier, (0, []))
+            if k > best:
+                seen[tier] = (k, [at])
+            elif k == best:
+                where.append(at)
+    names = {v: k for k, v in rank.items()}
+    return {t: (names[k], ", ".join(w[:3]) + (" …" if len(w) > 3 else "")) for t, (k, w) in
+            seen.items()}  # fmt: skip
+
+
+def _graph_section(doc: dict[str, Any], graph: dict[str, Any] | None) -> str:
+    """The components as the call graph places them (front to back from left to right, each
+    depth a column), each coloured by its worst state over the levels, the primary bottleneck
+    marked; calls as arrows labelled with their probability and count where not 1."""
+    if not graph or not graph.get("components"):
+        return ""
+    comps: dict[str, Any] = graph["components"]
+    order = [n for n in graph.get("order") or comps if n in comps]
+    depth = {n: 0 for n in order}
+    for n in order:  # front to back: a caller comes before its callees
+        for call in comps[n]["calls"]:
+            if call["to"] in depth:
+                depth[call["to"]] = max(depth[call["to"]], depth[n] + 1)
+    columns: dict[int, list[str]] = {}
+    for n in order:
+        columns.setdefault(depth[n], []).append(n)
+    pos = {n: (float(d), -float(i) + (len(col) - 1) / 2) for d, col in columns.items()
+           for i, n in enumerate(col)}  # fmt: skip
+    states = component_states(doc)
+    fig = go.Figure()
+    for n in order:
+        for call in comps[n]["calls"]:
+            if call["to"] not in pos:
+                continue
+            (x0, y0), (x1, y1) = pos[n], pos[call["to"]]
+            label = "" if call["p"] == 1 else f"p {call['p']:g}"
+            if call["times"] != 1:
+                label += f" {call['times']} visits"
+            fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x",
+                               ayref="y", showarrow=True, arrowhead=2, arrowsize=1.2,
+                               standoff=18, startstandoff=18, arrowcolor="#6a737d")  # fmt: skip
+            if label.strip():
+                fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=_e(label.strip()),
+                                   showarrow=False, yshift=10, font={"size": 11})  # fmt: skip
+        if comps[n].get("parallel") and len(comps[n]["calls"]) > 1:
+            x, y = pos[n]
+            fig.add_annotation(x=x, y=y, text="fan-out", showarrow=False, yshift=-26,
+                               font={"size": 10, "color": "#6a737d"})  # fmt: skip
+    for state, (colour, legend) in ROLE_STYLE.items():
+        members = [n for n in order if states.get(n, ("ok", ""))[0] == state]
+        if not members:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[n][0] for n in members],
+                y=[pos[n][1] for n in members],
+                mode="markers+text",
+                marker={"size": 34, "color": colour, "symbol": "star" if state == "bottleneck"
+                        else "circle", "line": {"width": 1, "color": "#24292e"}},
+                text=[_p(n) for n in members],
+                textposition="top center",
+                hovertext=[f"{_p(n)}: {legend}" + (f" at {_p(states[n][1])}" if n in states
+                           else "") for n in members],
+                hoverinfo="text",
+                name=legend,
+            )
+        )  # fmt: skip
+    fig.update_xaxes(visible=False, range=[-0.5, max(depth.values()) + 0.5])
+    tallest = max(len(c) for c in columns.values())
+    fig.update_yaxes(visible=False, range=[-tallest / 2 - 0.5, tallest / 2 + 0.5])
+    fig.update_layout(title="components and calls, each by its worst state over the levels")
+    rows = "".join(
+        f"<tr><td>{_e(n)}</td><td>{_e(ROLE_STYLE[states.get(n, ('ok', ''))[0]][1])}</td>"
+        f"<td>{_e(states[n][1] if n in states else '—')}</td></tr>"
+        for n in order
+    )
+    note = " (inferred from the order requests reach them)" if graph.get("inferred") else ""
+    return "\n".join(
+        [
+            f"<h2>Call graph{_e(note)}</h2>",
+            _div(fig, 160 + 90 * tallest),
+            "<table><tr><th>component</th><th>state</th><th>where</th></tr>" + rows + "</table>",
+        ]
+    )
+
+
 def _indicator_section(doc: dict[str, Any]) -> str:
     parts = ["<h2>Indicators of saturation</h2>"]
     ind = doc["indicators"]
@@ -753,8 +869,10 @@ def render(
     title: str = "tierscope report",
     learned: dict[str, Any] | None = None,
     calibration: dict[str, Any] | None = None,
+    graph: dict[str, Any] | None = None,
 ) -> str:
-    """The report page as one HTML string (plotly.js included: no network needed)."""
+    """The report page as one HTML string (plotly.js included: no network needed); ``graph``:
+    the run's call graph (``Graph.to_json``), drawn with each component's state."""
     notes = "".join(f'<p class="note">Note: {_e(n)}</p>' for n in doc["notes"])
     glossary = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in GLOSSARY)
     run = doc.get("run") or {}
@@ -765,6 +883,7 @@ def render(
             f"back: {_e(', '.join(doc['tiers']))}.</p>",
             notes,
             _saturation_section(doc),
+            _graph_section(doc, graph),
             _bottleneck_section(doc, series),
             _indicator_section(doc),
             _timeline_section(doc, series),

@@ -117,6 +117,8 @@ class Component:
         upstream = min(
             (callee.replicas[(first + i) % n] for i in range(n)), key=lambda u: u.outstanding
         )
+        # pool_busy counts the calls holding or waiting for a connection to a callee: over
+        # the pool (pool_util > 1) calls queue for it, which is what saturates the pool
         self.gauges.add("pool_busy")
         try:
             with self.calls_out[callee.to].count("active"):
