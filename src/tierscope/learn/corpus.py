@@ -1,8 +1,9 @@
 """Corpora for learning: many setups of one system, each run as a load sweep.
 
 ``setups(spec, n)`` draws ``n`` setups from a :class:`~tierscope.spec.learn.CorpusSpec` (setup
-``i`` caps tier ``tiers[i % len(tiers)]``: smaller CPU quota, higher per-request CPU cost, one
-replica; every other knob drawn from ``(seed, i)``); ``build_corpus`` runs each one into its own
+``i`` caps component ``tiers[i % len(tiers)]`` of the three-tier shorthand or of a call graph:
+smaller CPU quota, higher per-request CPU cost, one replica; every other knob drawn from
+``(seed, i)``); ``build_corpus`` runs each one into its own
 run folder ``DIR/<setup>/`` with the experiment runner, or with the simulator twin, and writes
 ``DIR/corpus.json`` (the setups, their overrides and the tier each one was built to limit).
 
@@ -13,10 +14,12 @@ Design decisions:
   incomplete one is renamed ``<setup>.partial`` (kept, outside the corpus) and run anew.
 * Each folder is analysed right away (``analysis.json``): the learning reads its labels from
   there, and the analysis happens while the run is at hand.
-* The twin is a closed queueing network with one processor-sharing station per tier and
-  ``replicas`` servers; a tier's demand per page is (its own overhead + the drawn per-request
-  cost) / its CPU quota, the overheads being rough measurements of the embedded tiers. It is
-  a stand-in for scale (hundreds of setups in minutes), not a calibrated model.
+* The twin is a closed queueing network with one processor-sharing station per tier (or
+  component) and ``replicas`` servers; a tier's demand per page is (its own overhead + the
+  drawn per-request cost) / its CPU quota, a component's the same per visit times its visits
+  per request (from the calls' probabilities and counts); the overheads are rough measurements
+  of the embedded servers. It is a stand-in for scale (hundreds of setups in minutes), not a
+  calibrated model.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ CORPUS_JSON = "corpus.json"
 #: CPU seconds per page each embedded tier spends besides its configured cost (measured on the
 #: default system: app about 0.24 ms, db about 0.2 ms; web's proxying about 0.4 ms).
 TWIN_OVERHEAD_S = {"web": 0.0004, "app": 0.00025, "db": 0.0002}
+#: CPU seconds per visit a component of a call graph spends besides its configured cost
+#: (measured on examples/graph.yaml: 0.3-0.4 ms, its calls included).
+COMPONENT_OVERHEAD_S = 0.0003
 
 
 def _draw(rng: random.Random, pair: tuple[float, float]) -> float:
@@ -52,24 +58,29 @@ def setups(spec: CorpusSpec, n: int) -> list[dict[str, Any]]:
     if n < 1:
         raise InputError("--setups", n, "at least 1 setup")
     v = spec.vary
+    names, shorthand = spec.components, spec.shorthand
+    section = "system.tiers" if shorthand else "system.components"
     out = []
     for i in range(n):
         rng = random.Random(f"{spec.seed}/{i}")
-        capped = v.tiers[i % len(v.tiers)]
+        capped = spec.capped[i % len(spec.capped)]
         sets: dict[str, Any] = {}
         replicas = {}
-        for tier in TIERS:
+        for tier in names:
             is_capped = tier == capped
             capped_cpu = v.capped_cpu_by_tier.get(tier, v.capped_cpu)
-            sets[f"system.tiers.{tier}.cpu"] = _draw(rng, capped_cpu if is_capped else v.other_cpu)
-            if tier in v.costs_on:
-                sets[f"system.tiers.{tier}.cpu_cost"] = _draw(
+            sets[f"{section}.{tier}.cpu"] = _draw(rng, capped_cpu if is_capped else v.other_cpu)
+            if tier in spec.costs_on:
+                sets[f"{section}.{tier}.cpu_cost"] = _draw(
                     rng, v.capped_cost if is_capped else v.other_cost
                 )
             replicas[tier] = 1 if is_capped else _draw_int(rng, v.replicas)
             if v.workers is not None:
-                sets[f"system.tiers.{tier}.workers"] = _draw_int(rng, v.workers)
-        sets["system.topology"] = "/".join(str(replicas[t]) for t in TIERS)
+                sets[f"{section}.{tier}.workers"] = _draw_int(rng, v.workers)
+            if not shorthand:
+                sets[f"{section}.{tier}.replicas"] = replicas[tier]
+        if shorthand:
+            sets["system.topology"] = "/".join(str(replicas[t]) for t in TIERS)
         if v.db_pool is not None:
             sets["system.tiers.app.db_pool"] = _draw_int(rng, v.db_pool)
         if v.mixes:
@@ -95,26 +106,33 @@ def twin_model(doc: dict[str, Any]) -> Any:
     from tierscope.spec.model import parse_model
 
     spec = parse_experiment(doc)
-    replicas = spec.system.replicas
+    system = spec.system
+    replicas = system.replicas
     demands = {}
-    for tier in TIERS:
-        t = spec.system.tier(tier)
-        cost = (t.cpu_cost or {}).get("default", 0.0)
-        demands[tier] = (TWIN_OVERHEAD_S[tier] + cost) / (t.cpu or 1.0)
+    if system.components is None:
+        for tier in TIERS:
+            t = system.tier(tier)
+            cost = (t.cpu_cost or {}).get("default", 0.0)
+            demands[tier] = (TWIN_OVERHEAD_S[tier] + cost) / (t.cpu or 1.0)
+    else:
+        visits = system.graph.visits()
+        for name, c in system.components.items():
+            cost = (c.cpu_cost or {}).get("default", 0.0)
+            demands[name] = visits[name] * (COMPONENT_OVERHEAD_S + cost) / (c.cpu or 1.0)
     think = spec.workload.get("think_time", {"mean": 0.5})
     think_mean = float(think["mean"] if isinstance(think, dict) else think)
     model = {
         "name": doc.get("name", "twin"),
         "stations": [
-            {"name": tier, "type": "queue", "servers": replicas[tier], "discipline": "ps"}
-            for tier in TIERS
+            {"name": name, "type": "queue", "servers": replicas[name], "discipline": "ps"}
+            for name in demands
         ],
         "classes": [
             {
                 "name": "users",
                 "population": 1,
                 "think_time": think_mean,
-                "demands": demands,
+                "demands": {k: v for k, v in demands.items() if v > 0},
             }
         ],
     }

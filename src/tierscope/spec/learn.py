@@ -51,18 +51,18 @@ class VarySpec(BaseModel):
 
     model_config = _STRICT
 
-    tiers: list[Literal["web", "app", "db"]] = Field(
-        default_factory=lambda: ["web", "app", "db"],
-        description="the tier each setup caps, in turn",
+    tiers: list[str] | None = Field(
+        None, description="the components each setup caps, in turn (default: every one)"
     )
     capped_cpu: tuple[float, float] = (0.12, 0.3)
-    """CPU quota (cores) of the capped tier."""
-    capped_cpu_by_tier: dict[Literal["web", "app", "db"], tuple[float, float]] = Field(
-        default_factory=dict, description="capped_cpu for particular tiers"
+    """CPU quota (cores) of the capped component."""
+    capped_cpu_by_tier: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="capped_cpu for particular components"
     )
-    costs_on: list[Literal["web", "app", "db"]] = Field(
-        default_factory=lambda: ["web", "app", "db"],
-        description="tiers that take a per-request CPU cost (webstack: only app)",
+    costs_on: list[str] | None = Field(
+        None,
+        description="components that take a per-request CPU cost (default: every one; "
+        "webstack: only app)",
     )
     other_cpu: tuple[float, float] = (0.6, 1.0)
     """CPU quota of the other tiers."""
@@ -95,8 +95,8 @@ class VarySpec(BaseModel):
             pair = getattr(self, name)
             if pair is not None and not (0 <= pair[0] <= pair[1]):
                 raise ValueError(f"{name}: expected [low, high] with 0 <= low <= high")
-        if not self.tiers:
-            raise ValueError("tiers: at least one tier to cap")
+        if self.tiers is not None and not self.tiers:
+            raise ValueError("tiers: at least one component to cap")
         pairs = [self.capped_cpu, self.other_cpu, *self.capped_cpu_by_tier.values()]
         if any(not (0 < p[0] <= p[1]) for p in pairs):
             raise ValueError("cpu quotas: expected [low, high] with 0 < low <= high")
@@ -114,6 +114,48 @@ class CorpusSpec(BaseModel):
     experiment: dict[str, Any] = Field(description="the base experiment document (tierscope run)")
     vary: VarySpec = Field(default_factory=VarySpec)  # type: ignore[arg-type]
     seed: int = 1
+
+    @property
+    def components(self) -> list[str]:
+        """The experiment's components (web, app, db for the three-tier shorthand)."""
+        system = self.experiment.get("system") or {}
+        given = system.get("components") if isinstance(system, dict) else None
+        return list(given) if isinstance(given, dict) else ["web", "app", "db"]
+
+    @property
+    def shorthand(self) -> bool:
+        return self.components == ["web", "app", "db"] and not isinstance(
+            (self.experiment.get("system") or {}).get("components"), dict
+        )
+
+    @property
+    def capped(self) -> list[str]:
+        return self.vary.tiers if self.vary.tiers is not None else self.components
+
+    @property
+    def costs_on(self) -> list[str]:
+        return self.vary.costs_on if self.vary.costs_on is not None else self.components
+
+    @model_validator(mode="after")
+    def _components_exist(self) -> CorpusSpec:
+        names = self.components
+        for field, given in (
+            ("tiers", self.vary.tiers or []),
+            ("capped_cpu_by_tier", list(self.vary.capped_cpu_by_tier)),
+            ("costs_on", self.vary.costs_on or []),
+        ):
+            for i, name in enumerate(given):
+                if name not in names:
+                    raise ValueError(
+                        f"vary.{field}[{i}]: {name!r} is not a component of the experiment "
+                        f"({', '.join(names)})"
+                    )
+        if self.vary.db_pool is not None and not self.shorthand:
+            raise ValueError(
+                "vary.db_pool: the app -> db pool is the three-tier shorthand's; a call graph "
+                "has no such tier"
+            )
+        return self
 
 
 def load_corpus_spec(path: str | Path) -> CorpusSpec:
