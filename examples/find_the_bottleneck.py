@@ -12,8 +12,9 @@ import tempfile
 from pathlib import Path
 
 from tierscope.analysis import AnalysisOptions, analyze
+from tierscope.sim import record_simulated_sweep
 from tierscope.spec import load_model
-from tierscope.store import read_run, record_simulated_sweep
+from tierscope.store import read_run
 
 here = Path(__file__).parent
 twin = load_model(here / "models" / "millibottleneck-twin.yaml")

@@ -10,7 +10,8 @@ import pytest
 from tests.analysis.test_bottleneck import capped
 from tierscope import cli, workflows
 from tierscope.errors import InputError
-from tierscope.store import read_analysis, record_simulated_sweep
+from tierscope.sim import record_simulated_sweep
+from tierscope.store import read_analysis
 
 
 @pytest.fixture(scope="module")

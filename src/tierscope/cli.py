@@ -158,7 +158,7 @@ def model_simulate(
         with _progress_bars(as_json):
             result = simulate(model, **options)
     else:
-        from tierscope.store import record_simulation
+        from tierscope.sim import record_simulation
 
         try:
             with _progress_bars(as_json):

@@ -11,10 +11,11 @@ import pytest
 from tierscope.analysis import analyze
 from tierscope.analysis.bottleneck import analyze_bottlenecks, dependence, window_states
 from tierscope.analysis.datasets import saturation_series
+from tierscope.sim import record_simulated_sweep
 from tierscope.spec import parse_model
 from tierscope.spec.analysis import AnalysisOptions
 from tierscope.spec.graph import THREE_TIERS, Call, Component, Graph
-from tierscope.store import read_run, record_simulated_sweep
+from tierscope.store import read_run
 
 STEADY = 120.0  # seconds: 120 windows of 1 s
 DT = 0.05

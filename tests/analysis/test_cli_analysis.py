@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tierscope.cli import main
+from tierscope.sim import record_simulated_sweep
 from tierscope.spec import load_model
 from tierscope.spec.analysis import AnalysisDocument
-from tierscope.store import record_simulated_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from tierscope.estimate import Observations, observations_from_run
+from tierscope.sim import record_simulation
 from tierscope.spec.model import parse_model
-from tierscope.store import read_run, record_simulation
+from tierscope.store import read_run
 
 D_TRUE = np.array([[0.010, 0.025]])  # one PS station, classes a and b
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tierscope.cli import main
+from tierscope.sim import record_simulated_sweep
 from tierscope.spec import load_model
-from tierscope.store import record_simulated_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT_DIR = Path(os.environ.get("TIERSCOPE_SCREENSHOTS", ROOT / ".screenshots"))

@@ -12,8 +12,9 @@ from rich.console import Console
 
 from tierscope.analysis import analyze
 from tierscope.report.terminal import analysis_summary, run_summary
+from tierscope.sim import record_simulated_sweep
 from tierscope.spec import load_model
-from tierscope.store import read_run, record_simulated_sweep
+from tierscope.store import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TIERS = ("frontend", "catalogue-service", "orders", "payment", "postgres-primary")

@@ -18,11 +18,11 @@ import pytest
 
 from tierscope.cli import main
 from tierscope.errors import InputError
-from tierscope.sim import SimResult, simulate
+from tierscope.sim import SimResult, record_simulation, simulate
 from tierscope.sim import trace as tr
 from tierscope.spec import load_model, parse_model
 from tierscope.spec.model import Model
-from tierscope.store import Run, read_run, record_simulation
+from tierscope.store import Run, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN = ROOT / "examples" / "models" / "millibottleneck-twin.yaml"

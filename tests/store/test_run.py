@@ -13,7 +13,7 @@ import pytest
 from tierscope import __version__
 from tierscope.cli import main
 from tierscope.errors import InputError
-from tierscope.sim import simulate
+from tierscope.sim import record_simulation, simulate
 from tierscope.sim import trace as tr
 from tierscope.spec import load_model
 from tierscope.store import (
@@ -22,7 +22,6 @@ from tierscope.store import (
     _run,
     cgroup_version,
     read_run,
-    record_simulation,
     scan_table,
 )
 

@@ -209,7 +209,7 @@ def build_corpus(
 
 
 def _run_twin(doc: dict[str, Any], run_dir: Path) -> None:
-    from tierscope.store import record_simulated_sweep
+    from tierscope.sim import record_simulated_sweep
 
     spec = parse_experiment(doc)
     record_simulated_sweep(

@@ -2,10 +2,10 @@
 
 Only this package reads and writes run folders. :class:`RunWriter` streams tables to disk as a
 run goes and closes the folder as ``complete``, ``partial`` or ``failed``; :func:`read_run`
-reads one back; :func:`record_simulation` writes a traced simulation as a run and
-:func:`record_simulated_sweep` a simulated load sweep; :func:`import_csv` writes users' own CSV
-files as a run; :func:`write_analysis` and :func:`write_report` add ``analysis.json`` and
-``report.html``.
+reads one back (the simulator writes its traces and simulated sweeps through :class:`RunWriter`:
+:mod:`tierscope.sim.record`); :func:`import_csv` writes users' own CSV files as a run;
+:func:`write_analysis` and :func:`write_report` add ``analysis.json`` and ``report.html``. It
+imports nothing above it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from tierscope.store._host import cgroup_version, host_facts
 from tierscope.store._import import import_csv
 from tierscope.store._run import Run, RunWriter, read_run, scan_table
 from tierscope.store._schema import SCHEMAS, TABLES
-from tierscope.store._simulation import record_simulated_sweep, record_simulation
 
 __all__ = [
     "SCHEMAS",
@@ -33,8 +32,6 @@ __all__ = [
     "read_analysis",
     "read_calibration",
     "read_run",
-    "record_simulated_sweep",
-    "record_simulation",
     "scan_table",
     "write_analysis",
     "write_report",

@@ -1,7 +1,8 @@
 """Record a simulation as a run folder: the Python API behind ``model simulate --trace``.
 
-Design decision: the simulator does no file I/O and the store knows nothing of queueing; this
-module joins them the way the experiment runner will join measurements and the store. Engine
+Design decision: the simulator's engine does no file I/O and the store knows nothing of
+queueing (it imports nothing above it); this module, above both, joins them the way the
+experiment runner joins measurements and the store. Engine
 chunks are converted by :mod:`tierscope.sim.trace` and appended as they arrive, so a long traced
 run keeps flat memory; the model's perturbations become ``events.parquet`` (ground truth), the
 steady-state summary of every replication ``points.parquet``, and the summary document is kept
@@ -21,7 +22,7 @@ from tierscope.errors import InputError
 from tierscope.sim import trace
 from tierscope.sim.runner import SimResult, simulate
 from tierscope.spec.model import Model
-from tierscope.store._run import RunWriter
+from tierscope.store import RunWriter
 
 
 def record_simulation(
