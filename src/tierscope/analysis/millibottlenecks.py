@@ -533,11 +533,12 @@ def assign_roots(
     start (or until two windows before it: the episode is then the burst of requests it held
     back) while the tiers in front of it kept accepting, that tier is the root.
 
-    With the run's call graph (``graph``), an
-    episode's root is sought among the incident's episodes in its own component and those it
-    calls, directly or not: push-back travels from callees to callers, so two siblings that
-    fill up at once (the catalogue and the orders service of one gateway) are two causes, not
-    one. Tiers outside the graph (the client) reach every tier.
+    With the run's call graph (``graph``), an episode's root is sought among the incident's
+    episodes in the components related to its own by calls: those it calls, directly or not
+    (push-back travels from callees to callers), and those that call it (a caller's burst
+    after it cleared). Two siblings that fill up at once (the catalogue and the orders service
+    of one gateway) are two causes, not one. In a chain every tier is related to every other,
+    as without a graph; tiers outside the graph (the client) are related to all.
     """
     depth = {t: i for i, t in enumerate(tiers)}
     order = sorted(
@@ -585,9 +586,8 @@ def assign_roots(
             )
             episodes[i]["incident"] = incident
             own = root_tier
-            if graph is not None and related is not None and not paused:
-                reach = graph.downstream(tier) | {tier}
-                mine = [j for j in group if episodes[j]["tier"] in reach]
+            if related is not None and not paused:
+                mine = [j for j in group if episodes[j]["tier"] in related]
                 own = _root_of(episodes, mine, tie, depth)
             episodes[i]["root_tier"] = paused[0] if paused else own
             episodes[i]["onset_order"] = onset
