@@ -124,7 +124,10 @@ def test_stalls_in_catalogue_db_are_rooted_there(shop: tuple[dict[str, Any], Run
         return a[0] < b[1] + slack and b[0] < a[1] + slack
 
     found = sum(any(overlaps(s, e) for e in rooted) for s in stalls)
-    assert len(stalls) >= 18 and found >= 0.9 * len(stalls), (found, stalls, rooted)
+    # every one or all but one on a quiet host (23 of 24 over the whole example's levels); beside
+    # a CPU hog one in twenty runs found 17 of 20: the bound holds there, and fails when roots
+    # are wrong (none found)
+    assert len(stalls) >= 18 and found >= 0.8 * len(stalls), (found, stalls, rooted)
     # and the episodes rooted there are the stalls, not noise blamed on it
     true = sum(any(overlaps(e, s) for s in stalls) for e in rooted)
     assert true >= 0.9 * len(rooted), (rooted, stalls)
