@@ -66,15 +66,14 @@ class Node:
 @dataclass
 class Deployment:
     """A deployed system: its nodes front to back, where the load enters, the base workload,
-    the faults it supports, what scales it (None: it cannot change replicas while running)
-    and what stops it (teardown)."""
+    what scales it (None: it cannot change replicas while running) and what stops it
+    (teardown); the faults it supports are its target's (:attr:`Target.faults`)."""
 
     nodes: list[Node]
     entry_urls: list[str]
     workload: dict[str, Any]
     stop: Callable[[], None]
     facts: dict[str, Any] = field(default_factory=dict)
-    faults: frozenset[str] = frozenset({"stall", "cpu_hog"})
     scaler: Callable[[str, int], None] | None = None
 
     @property

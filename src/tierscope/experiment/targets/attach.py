@@ -211,7 +211,6 @@ class AttachTarget:
             workload=workload,
             stop=lambda: None,  # nothing of the system is tierscope's to stop
             facts={"attached": facts},
-            faults=self.faults,
         )
 
     def deployed_as(self, system: SystemSpec) -> dict[str, Any]:
