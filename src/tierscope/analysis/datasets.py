@@ -64,6 +64,18 @@ def _fcfs(arrivals: np.ndarray, service: np.ndarray, stalls: Sequence[Stall]) ->
     return out
 
 
+def _labelled(frames: list[pl.DataFrame], setup: str, level: float | None) -> pl.DataFrame:
+    """Request records in the store's format: ``frames`` with setup, level, rep 0, one
+    interaction and status ok."""
+    return pl.concat(frames).with_columns(
+        pl.lit(setup).alias("setup"),
+        pl.lit(level, pl.Float64).alias("level"),
+        pl.lit(0, pl.Int64).alias("rep"),
+        pl.lit("req").alias("interaction"),
+        pl.lit("ok").alias("status"),
+    )
+
+
 def chain_requests(
     n: int,
     rate: float,
@@ -110,13 +122,7 @@ def chain_requests(
             {"tier": "client", "request_id": ids, "start": t - eps, "end": last + len(tiers) * eps}
         )
     )
-    return pl.concat(frames).with_columns(
-        pl.lit(setup).alias("setup"),
-        pl.lit(level, pl.Float64).alias("level"),
-        pl.lit(0, pl.Int64).alias("rep"),
-        pl.lit("req").alias("interaction"),
-        pl.lit("ok").alias("status"),
-    )
+    return _labelled(frames, setup, level)
 
 
 def graph_requests(
@@ -185,13 +191,7 @@ def graph_requests(
     none = pl.lit(None, pl.String)
     client = {"tier": "client", "request_id": ids.astype(str), "start": t - eps, "end": last + eps}
     frames.append(pl.DataFrame(client).with_columns(none.alias("visit"), none.alias("parent")))
-    return pl.concat(frames).with_columns(
-        pl.lit(setup).alias("setup"),
-        pl.lit(level, pl.Float64).alias("level"),
-        pl.lit(0, pl.Int64).alias("rep"),
-        pl.lit("req").alias("interaction"),
-        pl.lit("ok").alias("status"),
-    )
+    return _labelled(frames, setup, level)
 
 
 def saturation_series(
