@@ -28,6 +28,7 @@ from pydantic import (
 
 from tierscope.errors import SpecError
 from tierscope.spec._load import load_yaml
+from tierscope.spec.graph import THREE_TIERS
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -120,13 +121,12 @@ class CorpusSpec(BaseModel):
         """The experiment's components (web, app, db for the three-tier shorthand)."""
         system = self.experiment.get("system") or {}
         given = system.get("components") if isinstance(system, dict) else None
-        return list(given) if isinstance(given, dict) else ["web", "app", "db"]
+        return list(given) if isinstance(given, dict) else list(THREE_TIERS)
 
     @property
     def shorthand(self) -> bool:
-        return self.components == ["web", "app", "db"] and not isinstance(
-            (self.experiment.get("system") or {}).get("components"), dict
-        )
+        system = self.experiment.get("system") or {}
+        return not (isinstance(system, dict) and isinstance(system.get("components"), dict))
 
     @property
     def capped(self) -> list[str]:
