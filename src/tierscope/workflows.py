@@ -70,6 +70,7 @@ def import_run(
     points: PathLike | None = None,
 ) -> dict[str, Any]:
     """Write users' CSV files as a run folder; what was imported."""
+    from tierscope.spec.runs import ImportSpec
     from tierscope.store import import_csv, read_run
 
     path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
@@ -82,7 +83,7 @@ def import_run(
             for t in ("metrics", "requests", "points")
             if getattr(run, t) is not None
         },
-        "time_origin": (run.info.get("spec") or {}).get("time_origin"),
+        "time_origin": run.spec.time_origin if isinstance(run.spec, ImportSpec) else None,
     }
 
 
@@ -157,7 +158,7 @@ def _write_report(
     from tierscope.report.html import render
     from tierscope.store import read_calibration, write_report
 
-    title = f"tierscope report: {(run.info.get('spec') or {}).get('name') or run.path.name}"
+    title = f"tierscope report: {run.name}"
     learned = None
     if model is not None:
         from tierscope.learn.classify import learned_indicators

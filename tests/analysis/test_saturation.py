@@ -82,9 +82,11 @@ def test_plus_one_companion_sets_the_margin_in_the_analysis() -> None:
         {"setup": "four", "level": lv, "rep": 0, "throughput": x}
         for lv, x in zip(levels, plus, strict=True)
     ]
-    spec = {"sweep": {"setups": [{"name": "three"}, {"name": "four", "plus_one_of": "three"}]}}
     out = {
-        s["setup"]: s for s in analyze_saturation(pl.DataFrame(rows), AnalysisOptions(), spec=spec)
+        s["setup"]: s
+        for s in analyze_saturation(
+            pl.DataFrame(rows), AnalysisOptions(), companions={"three": "four"}
+        )
     }
     three = out["three"]
     assert three["margin_source"].startswith("plus-one:four")

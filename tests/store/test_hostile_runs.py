@@ -28,7 +28,7 @@ def _points_run(path: Path, throughput: list[float]) -> Path:
         *(none.alias(c) for c in ("t_start", "t_end", "rt_mean", "rt_p50", "rt_p95")),
         *(none.alias(c) for c in ("rt_p99", "errors")),
     )
-    with RunWriter.create(path, kind="test", spec={"name": "x"}) as run:
+    with RunWriter.create(path, kind="import", spec={"name": "x"}) as run:
         run.write("points", frame)
     return path
 
@@ -138,16 +138,16 @@ def test_a_second_command_during_the_first_ones_claim_is_refused(
         if not second:
             second["started"] = True
             try:
-                second["writer"] = RunWriter.create(target, kind="b", spec={})
+                second["writer"] = RunWriter.create(target, kind="import", spec={"name": "b"})
             except InputError as exc:
                 second["error"] = exc
         return real()
 
     monkeypatch.setattr(_run, "host_facts", facts)
-    first = RunWriter.create(target, kind="a", spec={})
+    first = RunWriter.create(target, kind="import", spec={"name": "a"})
     assert "writer" not in second and "a new or empty folder" in str(second["error"])
     first.close()
-    assert read_run(target).info["kind"] == "a"
+    assert read_run(target).name == "a"
 
 
 def _take(
@@ -155,7 +155,7 @@ def _take(
 ) -> None:
     barrier.wait()
     try:
-        RunWriter.create(target, kind=name, spec={}).close()
+        RunWriter.create(target, kind="import", spec={"name": name}).close()
         won.append(name)
     except InputError as exc:
         lost.append(exc)
@@ -178,7 +178,7 @@ def test_racing_threads_get_one_folder_each_try(tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert len(won) == 1 and len(lost) == 3
-        assert read_run(target).info["kind"] == won[0]
+        assert read_run(target).name == won[0]
 
 
 def test_run_into_a_non_empty_folder_makes_no_cgroup(

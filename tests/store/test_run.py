@@ -45,7 +45,7 @@ def _metrics(t0: float, n: int, rep: int = 0) -> pl.DataFrame:
 
 
 def _create(path: Path, **kw: Any) -> RunWriter:
-    return RunWriter.create(path, kind="test", spec={"name": "x"}, seed=5, **kw)
+    return RunWriter.create(path, kind="import", spec={"name": "x"}, seed=5, **kw)
 
 
 def test_round_trip_in_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from tierscope.analysis._windows import in_steady_windows
 from tierscope.errors import InputError
 from tierscope.spec.analysis import AnalysisDocument, AnalysisOptions
 from tierscope.spec.graph import Graph
+from tierscope.spec.runs import RunKind, RunSpec, plus_one_pairs, workload_mode
 
 CLIENT, HOST = "client", "host"
 
@@ -26,11 +27,22 @@ CLIENT, HOST = "client", "host"
 class RunLike(Protocol):
     """What the analysis needs of a run (``tierscope.store.Run`` has it)."""
 
-    info: dict[str, Any]
     metrics: pl.DataFrame | None
     requests: pl.DataFrame | None
     events: pl.DataFrame | None
     points: pl.DataFrame | None
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def kind(self) -> RunKind | None: ...
+
+    @property
+    def spec(self) -> RunSpec | None: ...
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def graph(self) -> Graph: ...
@@ -157,7 +169,11 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
         else {}
     )
     sat = saturation.analyze_saturation(
-        points, options, spec=run.info.get("spec"), slo_satisfaction=slo_sat
+        points,
+        options,
+        companions=plus_one_pairs(run.spec),
+        open_workload=workload_mode(run.spec) == "open",
+        slo_satisfaction=slo_sat,
     )
     few = sorted(
         set(points["setup"].unique().to_list()) - {s["setup"] for s in sat}
@@ -222,9 +238,9 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
         "notes": notes,
         "options": options.model_dump(mode="json"),
         "run": {
-            "status": run.info.get("status"),
-            "kind": run.info.get("kind"),
-            "name": ((run.info.get("spec") or {}).get("name")),
+            "status": run.status,
+            "kind": run.kind,
+            "name": run.name,
         },
     }
     return AnalysisDocument.model_validate(doc).model_dump(mode="json", by_alias=True)
@@ -255,7 +271,7 @@ def _episodes(
     frozen = millibottlenecks.frozen_stretches(
         metrics,
         [t for t in tiers if t != CLIENT],
-        nested=run.info.get("kind") not in ("simulation", "simulated-sweep"),
+        nested=run.kind not in ("simulation", "simulated-sweep"),
         front={t: run.graph.callers(t) for t in tiers if t in run.graph},
     )
     millibottlenecks.assign_roots(episodes, tiers, options.mb_window_s, frozen, graph=run.graph)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,6 @@ __all__ = [
     "kneedle",
     "label_levels",
     "margin_from_plus_one",
-    "plus_one_pairs",
     "thresholds",
 ]
 
@@ -248,29 +247,19 @@ def _finite_or_none(v: Any) -> float | None:
     return float(v) if v is not None and math.isfinite(float(v)) else None
 
 
-def plus_one_pairs(spec: dict[str, Any] | None) -> dict[str, str]:
-    """{base setup: its "+1 node" companion} from ``spec.sweep.setups[*].plus_one_of``."""
-    sweep = (spec or {}).get("sweep") or {}
-    setups = sweep.get("setups") or []
-    pairs: dict[str, str] = {}
-    if isinstance(setups, list):
-        for s in setups:
-            if isinstance(s, dict) and s.get("plus_one_of") and s.get("name"):
-                pairs[str(s["plus_one_of"])] = str(s["name"])
-    return pairs
-
-
 def analyze_saturation(
     points: pl.DataFrame | None,
     options: AnalysisOptions,
     *,
-    spec: dict[str, Any] | None = None,
+    companions: Mapping[str, str] | None = None,
+    open_workload: bool = False,
     slo_satisfaction: dict[tuple[str, float], float] | None = None,
 ) -> list[dict[str, Any]]:
     """One saturation entry per setup of ``points`` (PRODUCT.md §4.5 ``saturation``).
 
     ``slo_satisfaction`` maps (setup, level) to the fraction of requests meeting the SLO, for
-    the intervention point; ``spec`` supplies "+1 node" companions and the workload mode.
+    the intervention point; ``companions`` maps a base setup to its "+1 node" companion;
+    ``open_workload``: the levels are arrival rates (an open workload), not users.
     """
     if points is None or points.height == 0:
         return []
@@ -296,10 +285,8 @@ def analyze_saturation(
     curves = {s: Curve.of(points, s, options.slo_statistic) for s in setups}
     # a curve needs a few levels to saturate on; fewer say nothing about saturation
     curves = {s: c for s, c in curves.items() if c.levels.size >= MIN_LEVELS}
-    companions = plus_one_pairs(spec)
+    companions = dict(companions or {})
     base_of = {c: b for b, c in companions.items()}
-    workload = (spec or {}).get("workload") or {}
-    open_mode = isinstance(workload, dict) and workload.get("mode") == "open"
 
     margins: dict[str, tuple[float, str, list[float | None] | None]] = {}
     for setup, curve in curves.items():
@@ -332,7 +319,7 @@ def analyze_saturation(
     for setup, curve in curves.items():
         m, m_source, m_range = margins[setup]
         entry = _saturation_entry(
-            curve, m, m_source, m_range, options, open_mode, slo_satisfaction or {}
+            curve, m, m_source, m_range, options, open_workload, slo_satisfaction or {}
         )
         if setup in skipped:
             levels = ", ".join(f"{v:g}" for v in skipped[setup] if v is not None)

@@ -24,13 +24,9 @@ from tierscope.spec.experiment import (
     ComponentSpec,
     ExperimentSpec,
     TierSpec,
-    parse_experiment,
-    setup_specs,
 )
 from tierscope.spec.model import Model, parse_model
 
-#: Tiers in request order: a request enters at the first and calls the next.
-TIER_ORDER = ("web", "app", "db")
 #: Linux CFS bandwidth period the runner sets (cgroups.CFS_PERIOD_US).
 CFS_PERIOD_S = 0.1
 #: Runtime a CPU's run queue keeps when its tasks sleep (the kernel's min_cfs_rq_runtime); it
@@ -84,33 +80,12 @@ def default_processes(tier: TierSpec | ComponentSpec) -> int:
     return max(1, math.ceil(tier.cpu)) if tier.cpu is not None else 1
 
 
-def experiment_spec(info: dict[str, Any], *, source: str) -> ExperimentSpec:
-    """The validated experiment spec recorded in a run's ``run.json``."""
-    if info.get("kind") != "experiment" or not isinstance(info.get("spec"), dict):
-        raise InputError(
-            "run.json",
-            info.get("kind"),
-            "a measured run folder (kind 'experiment', written by tierscope run)",
-            source=source,
-        )
-    return parse_experiment(info["spec"], source=f"{source}/run.json")
-
-
-def setup_spec(info: dict[str, Any], setup: str, *, source: str) -> ExperimentSpec:
-    """The spec of one setup of a measured run."""
-    spec = experiment_spec(info, source=source)
-    setups = setup_specs(spec, info["spec"], source=f"{source}/run.json")
-    if setup not in setups:
-        raise InputError("--setup", setup, "one of " + ", ".join(setups), source=source)
-    return setups[setup]
-
-
-def tier_facts(spec: ExperimentSpec, tiers: tuple[str, ...] = TIER_ORDER) -> dict[str, TierFacts]:
-    """Replicas, quota and processes of each tier of ``spec``."""
+def tier_facts(spec: ExperimentSpec, tiers: Sequence[str] | None = None) -> dict[str, TierFacts]:
+    """Replicas, quota and processes of each component of ``spec`` (``tiers``: these only)."""
     replicas = spec.system.replicas
     quantum = PYTHON_SWITCH_INTERVAL_S if spec.system.kind == "embedded" else None
     out = {}
-    for name in tiers:
+    for name in spec.system.graph.names if tiers is None else tiers:
         given = spec.system.components
         t = given[name] if given is not None else spec.system.tier(name)
         out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t), quantum)
@@ -531,7 +506,6 @@ __all__ = [
     "MIN_MODELLED_QUOTA",
     "PYTHON_SWITCH_INTERVAL_S",
     "SOLVERS",
-    "TIER_ORDER",
     "HostModel",
     "NTierModel",
     "Prediction",
@@ -539,10 +513,8 @@ __all__ = [
     "TierModel",
     "choose_solver",
     "default_processes",
-    "experiment_spec",
     "finite",
     "predict",
     "replica_rates",
-    "setup_spec",
     "tier_facts",
 ]

@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tierscope.domains.ntier import setup_spec, tier_facts
+from tierscope.domains.ntier import tier_facts
 from tierscope.errors import InputError
 from tierscope.estimate._data import Observations, RequestRecords
+from tierscope.spec.model import Model
 from tierscope.store import Run
 
 #: Name of the single class when requests are not split by interaction.
@@ -46,10 +47,9 @@ def observations_from_run(
         raise InputError("--window", window, "a window length > 0 (s)")
     if by not in ("all", "interaction"):
         raise InputError("--classes", by, "all or interaction")
-    kind = run.info.get("kind")
     if run.points is None or run.points.height == 0:
         raise InputError("points.parquet", str(run.path), "a run with measured points")
-    if kind == "simulation":
+    if run.kind == "simulation":
         return _from_simulation(run, window=window, by=by, sample=sample)
     return _from_experiment(run, window=window, by=by, setup=setup, sample=sample)
 
@@ -63,7 +63,7 @@ def _from_experiment(
     assert points is not None
     setups = points["setup"].unique(maintain_order=True).to_list()
     setup = setup or setups[0]
-    spec = setup_spec(run.info, setup, source=source)
+    spec = run.setup(setup)
     points = points.filter(pl.col("setup") == setup).sort("level", "rep")
     if points.height == 0:
         raise InputError("--setup", setup, "a setup with points: " + ", ".join(setups))
@@ -309,10 +309,9 @@ def _queue_samples(
 
 # ---- simulated runs ------------------------------------------------------------------------------
 def _from_simulation(run: Run, *, window: float, by: str, sample: float) -> Observations:
-    from tierscope.spec.model import parse_model
-
     source = str(run.path)
-    model = parse_model(run.info["spec"], source=f"{source}/run.json")
+    model = run.spec
+    assert isinstance(model, Model)
     stations = tuple(s.name for s in model.stations if s.type in ("queue", "delay"))
     kinds = {s.name: s for s in model.stations}
     classes = tuple(c.name for c in model.classes)

@@ -140,11 +140,9 @@ def twin_model(doc: dict[str, Any]) -> Any:
 
 
 def _complete(run_dir: Path) -> bool:
-    try:
-        info = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return info.get("status") == "complete" and (run_dir / "analysis.json").exists()
+    from tierscope.store import read_analysis, run_status
+
+    return run_status(run_dir) == "complete" and read_analysis(run_dir) is not None
 
 
 def build_corpus(

@@ -372,7 +372,9 @@ def _analysed_categories(
 
 def _run_folders(path: Path) -> list[Path]:
     """A run folder, a corpus folder (corpus.json), or a folder of run folders."""
-    if (path / "run.json").is_file():
+    from tierscope.store import is_run
+
+    if is_run(path):
         return [path]
     manifest = path / "corpus.json"
     if manifest.is_file():
@@ -380,8 +382,8 @@ def _run_folders(path: Path) -> list[Path]:
             names = [s["name"] for s in json.loads(manifest.read_text())["setups"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError("corpus.json", str(manifest), f"a corpus manifest ({exc})") from None
-        return [path / n for n in names if (path / n / "run.json").is_file()]
-    found = sorted(p for p in path.iterdir() if (p / "run.json").is_file())
+        return [path / n for n in names if is_run(path / n)]
+    found = sorted(p for p in path.iterdir() if is_run(p))
     if not found:
         raise InputError("DATA", str(path), "a run folder, a corpus folder or a folder of runs")
     return found

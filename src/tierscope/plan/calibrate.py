@@ -40,7 +40,6 @@ from tierscope.domains.ntier import (
     choose_solver,
     finite,
     predict,
-    setup_spec,
     tier_facts,
 )
 from tierscope.errors import InputError
@@ -238,7 +237,7 @@ def build_model(
     assert run.points is not None
     setup = setup or run.points["setup"][0]
     source = str(run.path)
-    spec = setup_spec(run.info, setup, source=source)
+    spec = run.setup(setup)
     if spec.workload_mode != "closed":
         raise InputError(
             "workload.mode",

@@ -21,7 +21,9 @@ import polars as pl
 from tierscope.errors import InputError
 from tierscope.sim import trace
 from tierscope.sim.runner import SimResult, simulate
+from tierscope.spec.experiment import MonitorSpec, PhasesSpec
 from tierscope.spec.model import Model
+from tierscope.spec.runs import SimulatedSetup, SimulatedSweep, SimulatedSweepSpec, SimulatedSystem
 from tierscope.store import RunWriter
 
 
@@ -104,28 +106,21 @@ def record_simulated_sweep(
     if not setups or not levels:
         raise InputError("setups/levels", None, "at least one setup and one level")
     modes = {c.is_open for m in setups.values() for c in m.classes}
-    spec = {
-        "name": "simulated-sweep",
-        "system": {
-            "kind": "simulation",
-            "tiers": {s.name: {} for s in next(iter(setups.values())).stations},
-        },
-        "workload": {"mode": "open" if modes == {True} else "closed"},
-        "sweep": {
-            "levels": [float(v) for v in levels],
-            "repetitions": repetitions,
-            "setups": [
-                {"name": name, "set": {}, "plus_one_of": (plus_one_of or {}).get(name)}
+    spec = SimulatedSweepSpec(
+        system=SimulatedSystem(tiers={s.name: {} for s in next(iter(setups.values())).stations}),
+        workload={"mode": "open" if modes == {True} else "closed"},
+        sweep=SimulatedSweep(
+            levels=[float(v) for v in levels],
+            repetitions=repetitions,
+            setups=[
+                SimulatedSetup(name=name, plus_one_of=(plus_one_of or {}).get(name))
                 for name in setups
             ],
-        },
-        "phases": {"ramp_up": ramp_up, "steady": steady, "ramp_down": 0.0},
-        "monitor": {"interval": window},
-        "models": {
-            n: m.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for n, m in setups.items()
-        },
-    }
+        ),
+        phases=PhasesSpec(ramp_up=ramp_up, steady=steady, ramp_down=0.0),
+        monitor=MonitorSpec(interval=window),
+        models=dict(setups),
+    ).model_dump(mode="json", by_alias=True, exclude_none=True)
     run = RunWriter.create(run_dir, kind="simulated-sweep", spec=spec, seed=seed)
     offset = 0.0
     events: list[pl.DataFrame] = []

@@ -18,7 +18,7 @@ from tierscope.store._analysis import (
 )
 from tierscope.store._host import cgroup_version, host_facts
 from tierscope.store._import import import_csv
-from tierscope.store._run import Run, RunWriter, read_run, scan_table
+from tierscope.store._run import Run, RunWriter, is_run, read_run, run_status, scan_table
 from tierscope.store._schema import SCHEMAS, TABLES
 
 __all__ = [
@@ -29,9 +29,11 @@ __all__ = [
     "cgroup_version",
     "host_facts",
     "import_csv",
+    "is_run",
     "read_analysis",
     "read_calibration",
     "read_run",
+    "run_status",
     "scan_table",
     "write_analysis",
     "write_report",

@@ -19,6 +19,7 @@ import polars as pl
 from tierscope.errors import InputError
 from tierscope.progress import tracked
 from tierscope.spec.imports import EPOCH_MIN, TIME_COLUMNS, column_type, columns
+from tierscope.spec.runs import ImportSpec
 from tierscope.store._run import RunWriter
 
 __all__ = ["import_csv"]
@@ -331,13 +332,13 @@ def import_csv(
             frames[k] = frames[k].with_columns(
                 pl.col(c) - origin for c in TIME_COLUMNS[k] if c in frames[k].columns
             )
-    spec = {
-        "name": Path(out).name,
-        "import": {k: str(p) for k, p in given.items()},
-        "time_origin": None
+    spec = ImportSpec(
+        name=Path(out).name,
+        files={k: str(p) for k, p in given.items()},
+        time_origin=None
         if origin is None
         else dt.datetime.fromtimestamp(origin, tz=dt.UTC).isoformat(),
-    }
+    ).model_dump(mode="json", by_alias=True)
     with RunWriter.create(out, kind="import", spec=spec) as run:
         for kind, frame in frames.items():
             run.write(kind, _to_store(frame, kind))

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import polars as pl
 
 from tierscope import __version__
-from tierscope.errors import InputError, TierscopeError
+from tierscope.errors import InputError, SpecError, TierscopeError
+from tierscope.spec.experiment import ExperimentSpec, setup_specs
 from tierscope.spec.graph import Graph
+from tierscope.spec.runs import RUN_KINDS, RunKind, RunSpec, parse_run_spec
 from tierscope.store._host import host_facts
 from tierscope.store._schema import TABLES, check_table, conform, empty
 from tierscope.store._shape import graph_of, interval_of
@@ -64,7 +66,7 @@ class RunWriter:
         cls,
         run_dir: str | os.PathLike[str],
         *,
-        kind: str,
+        kind: RunKind,
         spec: dict[str, Any],
         seed: int | None = None,
         options: dict[str, Any] | None = None,
@@ -79,6 +81,8 @@ class RunWriter:
         ``graph`` and ``interval``: the system's components and the metrics' sampling interval,
         where the writer knows them (readers infer them otherwise: :mod:`._shape`).
         """
+        if kind not in RUN_KINDS:
+            raise ValueError(f"kind {kind!r} is not one of {', '.join(RUN_KINDS)}")
         path = Path(run_dir)
         created = _claim(path)
         info: dict[str, Any] = {
@@ -291,7 +295,11 @@ def _finite(doc: Any) -> Any:
 
 @dataclass(frozen=True)
 class Run:
-    """A run folder as read back: ``run.json`` and the tables (None when absent)."""
+    """A run folder as read back: ``run.json`` and the tables (None when absent).
+
+    Readers take what the run says of itself from the typed properties (``kind``, ``spec``,
+    ``name``, ``experiment``, ``setups``, ``graph``, ``interval``), never from ``info``'s spec.
+    """
 
     path: Path
     info: dict[str, Any]
@@ -304,15 +312,79 @@ class Run:
     def status(self) -> str:
         return str(self.info.get("status"))
 
+    @property
+    def source(self) -> str:
+        return str(self.path / RUN_JSON)
+
+    @cached_property
+    def kind(self) -> RunKind | None:
+        """What wrote the run (None: a run built in memory without one)."""
+        kind = self.info.get("kind")
+        if kind is None:
+            return None
+        if kind not in RUN_KINDS:
+            raise InputError("kind", kind, "one of " + ", ".join(RUN_KINDS), source=self.source)
+        return cast(RunKind, kind)
+
+    @cached_property
+    def spec(self) -> RunSpec | None:
+        """The typed spec the run records (:mod:`tierscope.spec.runs`; None: no kind)."""
+        if self.kind is None:
+            return None
+        try:
+            return parse_run_spec(self.kind, self.info.get("spec"), source=self.source)
+        except SpecError as exc:
+            raise InputError(
+                "spec", self.kind, f"the spec of a run of this kind ({exc})", source=self.source
+            ) from None
+
+    @property
+    def name(self) -> str:
+        """The spec's name, else the folder's."""
+        spec = self.spec
+        name = getattr(spec, "name", None)
+        return str(name) if name else self.path.name
+
+    @property
+    def experiment(self) -> ExperimentSpec:
+        """The experiment spec of a measured run; InputError for any other kind of run."""
+        if self.kind != "experiment":
+            raise InputError(
+                RUN_JSON,
+                self.kind,
+                "a measured run folder (kind 'experiment', written by tierscope run)",
+                source=str(self.path),
+            )
+        return cast(ExperimentSpec, self.spec)
+
+    @cached_property
+    def setups(self) -> dict[str, ExperimentSpec]:
+        """Each setup's own experiment spec (its overrides applied) of a measured run."""
+        try:
+            return setup_specs(self.experiment, self.info["spec"], source=self.source)
+        except SpecError as exc:
+            raise InputError(
+                "spec", "setups", f"valid setups ({exc})", source=self.source
+            ) from None
+
+    def setup(self, name: str) -> ExperimentSpec:
+        """The spec of one setup of a measured run (InputError naming the setups otherwise)."""
+        if name not in self.setups:
+            raise InputError(
+                "--setup", name, "one of " + ", ".join(self.setups), source=str(self.path)
+            )
+        return self.setups[name]
+
     @cached_property
     def graph(self) -> Graph:
         """The system's components front to back and their calls (see :mod:`._shape`)."""
-        return graph_of(self.info, self.metrics, self.requests, str(self.path / RUN_JSON))
+        return graph_of(self.info.get("components"), self.spec, self.metrics, self.requests,
+                        self.source)  # fmt: skip
 
     @cached_property
     def interval(self) -> float | None:
         """Seconds between two samples of the metrics (None: no metrics to tell)."""
-        return interval_of(self.info, self.metrics)
+        return interval_of(self.info.get("interval"), self.spec, self.metrics)
 
 
 def scan_table(run_dir: str | os.PathLike[str], table: str) -> pl.LazyFrame | None:
@@ -351,6 +423,21 @@ def _collect(run_dir: Path, table: str, lf: pl.LazyFrame) -> pl.DataFrame:
         final = run_dir / f"{table}.parquet"
         damaged = final if final.is_file() else run_dir / PARTS / table
         raise _damaged(damaged, exc) from None
+
+
+def is_run(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a run folder (it has a ``run.json``)."""
+    return (Path(path) / RUN_JSON).is_file()
+
+
+def run_status(run_dir: str | os.PathLike[str]) -> str | None:
+    """A run folder's status (``complete``, ``partial``, ``failed``) without reading its tables;
+    None where there is no readable ``run.json``."""
+    try:
+        info = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return str(info.get("status")) if isinstance(info, dict) else None
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> Run:

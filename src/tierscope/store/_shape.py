@@ -5,8 +5,8 @@ Where they come from, first found first:
 
 * **components**: ``run.json``'s ``components`` (every run the runner writes); the experiment
   spec's system (runs written before components were recorded); otherwise the components the
-  data names, taken as a chain in the order a request's records start (the spec's ``system.tiers``
-  order where a spec names tiers; then :data:`KNOWN_ORDER` by the first word of a name), marked
+  data names, taken as a chain in the order a request's records start (a simulated sweep's
+  stations in order; then :data:`KNOWN_ORDER` by the first word of a name), marked
   ``inferred``: the calls are a guess from the order, and the analysis says so.
 * **interval**: ``run.json``'s ``interval``; the spec's ``monitor.interval``; otherwise the
   median step between the samples of each series of the metrics (imported data).
@@ -19,9 +19,10 @@ from typing import Any
 
 import polars as pl
 
-from tierscope.errors import InputError, SpecError
-from tierscope.spec.experiment import MonitorSpec, parse_experiment
+from tierscope.errors import InputError
+from tierscope.spec.experiment import ExperimentSpec
 from tierscope.spec.graph import Graph
+from tierscope.spec.runs import RunSpec, SimulatedSweepSpec
 
 #: Who is outside the system under test: the load generator, the host.
 CLIENT, HOST = "client", "host"
@@ -39,36 +40,31 @@ def _nonempty(frame: pl.DataFrame | None) -> pl.DataFrame | None:
 
 
 def graph_of(
-    info: dict[str, Any], metrics: pl.DataFrame | None, requests: pl.DataFrame | None,
-    source: str = "run.json",
+    recorded: Any, spec: RunSpec | None, metrics: pl.DataFrame | None,
+    requests: pl.DataFrame | None, source: str = "run.json",
 ) -> Graph:  # fmt: skip
-    recorded = info.get("components")
+    """The run's graph from ``recorded`` (``run.json``'s ``components``), its spec or its data."""
     if isinstance(recorded, dict):
         try:
             return Graph.from_json(recorded)
         except ValueError as exc:
             raise InputError("components", source, f"a components document ({exc})") from None
-    spec = info.get("spec")
-    if info.get("kind") == "experiment" and isinstance(spec, dict):
-        try:
-            return parse_experiment(spec, source=source).system.graph
-        except SpecError:
-            pass  # a spec of an older format: the data tells
+    if isinstance(spec, ExperimentSpec):
+        return spec.system.graph
     return Graph.chain(_data_order(spec, metrics, requests), inferred=True)
 
 
 def _data_order(
-    spec: Any, metrics: pl.DataFrame | None, requests: pl.DataFrame | None
+    spec: RunSpec | None, metrics: pl.DataFrame | None, requests: pl.DataFrame | None
 ) -> list[str]:
     seen: set[str] = set()
     for frame in (metrics, requests):
         if _nonempty(frame) is not None and "tier" in frame.columns:
             seen |= {str(t) for t in frame["tier"].unique().drop_nulls().to_list()}
     seen -= {CLIENT, HOST}
-    tiers = ((spec if isinstance(spec, dict) else {}).get("system") or {}).get("tiers")
     rank: dict[str, float] = {}
-    if isinstance(tiers, dict):
-        rank = {str(t): float(i) for i, t in enumerate(tiers)}
+    if isinstance(spec, SimulatedSweepSpec) and spec.system.tiers:
+        rank = {str(t): float(i) for i, t in enumerate(spec.system.tiers)}
     elif _nonempty(requests) is not None:
         sample = (
             requests.head(200_000)
@@ -85,19 +81,13 @@ def _data_order(
     )
 
 
-def interval_of(info: dict[str, Any], metrics: pl.DataFrame | None) -> float | None:
-    """Seconds between two samples of the metrics (None: no metrics to tell)."""
-    recorded = info.get("interval")
+def interval_of(recorded: Any, spec: RunSpec | None, metrics: pl.DataFrame | None) -> float | None:
+    """Seconds between two samples of the metrics (None: no metrics to tell): ``recorded``
+    (``run.json``'s ``interval``), the spec's monitor, else the data's own step."""
     if isinstance(recorded, int | float) and math.isfinite(recorded) and recorded > 0:
         return float(recorded)
-    spec = info.get("spec")
-    if isinstance(spec, dict):
-        monitor = spec.get("monitor")
-        given = monitor.get("interval") if isinstance(monitor, dict) else None
-        if isinstance(given, int | float) and math.isfinite(given) and given > 0:
-            return float(given)
-        if info.get("kind") == "experiment":
-            return MonitorSpec().interval  # the spec's default
+    if isinstance(spec, ExperimentSpec | SimulatedSweepSpec):
+        return spec.monitor.interval
     if _nonempty(metrics) is None or "t" not in metrics.columns:
         return None
     # each series's own step: series sampled at different instants interleave in time
