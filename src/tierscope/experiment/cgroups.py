@@ -151,6 +151,10 @@ class Hierarchy:
         self.nodes.append(node)
         return node
 
+    def forget(self, node: NodeCgroup) -> None:
+        """A node destroyed on its own (a replica scaled away) is no longer the run's."""
+        self.nodes = [n for n in self.nodes if n is not node]
+
     def remove(self) -> None:
         """Kill what is left in the node cgroups and remove them and the run's parent."""
         for node in reversed(self.nodes):

@@ -314,6 +314,8 @@ class Monitor:
         self.host = _Host() if host else None
         self._rows: list[tuple[float, str, str, str, float]] = []
         self._lock = threading.Lock()
+        #: held while a tick samples the nodes: nodes join and leave between ticks
+        self._tick = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.latest: dict[tuple[str, str], dict[str, float]] = {}
@@ -332,6 +334,20 @@ class Monitor:
         if self._thread is not None:
             self._thread.join(5.0)
         for st in self.states:
+            st.close()
+
+    def add(self, probe: NodeProbe) -> None:
+        """Sample this node too from the next tick on (a replica started while running)."""
+        with self._tick:
+            self.states = [*self.states, _NodeState(probe)]
+
+    def remove(self, node: str) -> None:
+        """Stop sampling the node ``node``; once this returns, no tick touches it."""
+        with self._tick:
+            gone = [st for st in self.states if st.p.node == node]
+            self.states = [st for st in self.states if st.p.node != node]
+            self.latest = {k: v for k, v in self.latest.items() if k[1] != node}
+        for st in gone:
             st.close()
 
     def set_quotas(self, quotas: dict[str, float | None]) -> None:
@@ -367,38 +383,39 @@ class Monitor:
         prev_t: float | None = None
         host_prev: dict[str, float] | None = None
         while not self._stop.is_set():
-            now = time.monotonic()
-            for st in self.states:
-                st.refresh(now)
-            samples = [st.sample() for st in self.states]
-            host_cur = self.host.sample() if self.host else None
-            t = time.monotonic()
-            rows: list[tuple[float, str, str, str, float]] = []
-            if prev_t is not None:
-                dt = t - prev_t
-                rel = t - self.t0
+            with self._tick:
+                now = time.monotonic()
+                for st in self.states:
+                    st.refresh(now)
+                samples = [st.sample() for st in self.states]
+                host_cur = self.host.sample() if self.host else None
+                t = time.monotonic()
+                rows: list[tuple[float, str, str, str, float]] = []
+                if prev_t is not None:
+                    dt = t - prev_t
+                    rel = t - self.t0
+                    for st, cur in zip(self.states, samples, strict=True):
+                        if st.prev is None:
+                            continue
+                        m = node_metrics(st.prev, cur, dt, st.p.quota_cores)
+                        if "periods" in cur:
+                            if "cpu_throttled_ratio" in m:
+                                st.throttled_ratio = m["cpu_throttled_ratio"]
+                            else:
+                                m["cpu_throttled_ratio"] = st.throttled_ratio
+                        if st.p.extra is not None:
+                            with contextlib.suppress(Exception):
+                                m.update(st.p.extra())
+                        rows.extend((rel, st.p.tier, st.p.node, k, v) for k, v in m.items())
+                        self.latest[(st.p.tier, st.p.node)] = m
+                    if host_cur is not None and host_prev is not None:
+                        hm = self.host.metrics(host_prev, host_cur, dt)  # type: ignore[union-attr]
+                        rows.extend((rel, "host", "host", k, v) for k, v in hm.items())
+                        self.latest[("host", "host")] = hm
                 for st, cur in zip(self.states, samples, strict=True):
-                    if st.prev is None:
-                        continue
-                    m = node_metrics(st.prev, cur, dt, st.p.quota_cores)
-                    if "periods" in cur:
-                        if "cpu_throttled_ratio" in m:
-                            st.throttled_ratio = m["cpu_throttled_ratio"]
-                        else:
-                            m["cpu_throttled_ratio"] = st.throttled_ratio
-                    if st.p.extra is not None:
-                        with contextlib.suppress(Exception):
-                            m.update(st.p.extra())
-                    rows.extend((rel, st.p.tier, st.p.node, k, v) for k, v in m.items())
-                    self.latest[(st.p.tier, st.p.node)] = m
-                if host_cur is not None and host_prev is not None:
-                    hm = self.host.metrics(host_prev, host_cur, dt)  # type: ignore[union-attr]
-                    rows.extend((rel, "host", "host", k, v) for k, v in hm.items())
-                    self.latest[("host", "host")] = hm
-            for st, cur in zip(self.states, samples, strict=True):
-                st.prev = cur
-            host_prev = host_cur
-            prev_t = t
+                    st.prev = cur
+                host_prev = host_cur
+                prev_t = t
             if rows:
                 with self._lock:
                     self._rows.extend(rows)

@@ -184,21 +184,31 @@ class Supervisor:
 
     def stop_all(self, timeout_s: float = 5.0) -> None:
         """SIGTERM every process group, then SIGKILL what is left."""
-        for _, proc, _ in self.procs:
+        self._stop(self.procs, timeout_s)
+        self.procs.clear()
+
+    def stop_groups(self, pgids: Sequence[int], timeout_s: float = 5.0) -> None:
+        """Stop the processes started with these process group ids (as :meth:`stop_all`)."""
+        chosen = [p for p in self.procs if p[1].pid in set(pgids)]
+        self._stop(chosen, timeout_s)
+        self.procs = [p for p in self.procs if p[1].pid not in set(pgids)]
+
+    @staticmethod
+    def _stop(procs: list[tuple[str, subprocess.Popen[bytes], Path]], timeout_s: float) -> None:
+        for _, proc, _ in procs:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGCONT)  # a stalled server must wake to die
                     os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        for _, proc, _ in self.procs:
+        for _, proc, _ in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.0, deadline - time.monotonic()))
-        for _, proc, _ in self.procs:
+        for _, proc, _ in procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(1.0)
-        self.procs.clear()
 
     def close(self) -> None:
         """Normal end: everything is stopped; let the reaper check and exit."""

@@ -41,6 +41,8 @@ from tierscope.experiment.monitor import Monitor, NodeProbe
 from tierscope.experiment.processes import Supervisor
 from tierscope.experiment.targets import (
     Deployment,
+    Node,
+    Scaled,
     deployed_as,
     skipped_records,
     start_system,
@@ -50,6 +52,8 @@ from tierscope.spec.experiment import ExperimentSpec, check_host, setup_specs
 from tierscope.store import RunWriter
 
 Progress = Callable[[dict[str, Any]], None]
+#: Called with the deployment and each progress tick of a level (elastic control).
+Control = Callable[[Deployment, dict[str, Any]], None]
 PROGRESS_EVERY_S = 0.25
 #: Per-tier aggregates in points: metrics averaged over a tier's nodes (fractions); all other
 #: metrics are summed over nodes (cores, queue lengths, rates are additive).
@@ -86,12 +90,14 @@ class Runner:
         *,
         source: str = "<spec>",
         progress: Progress | None = None,
+        control: Control | None = None,
     ) -> None:
         self.spec = spec
         self.doc = doc
         self.out_dir = Path(out_dir)
         self.source = source
         self.progress = progress or (lambda _state: None)
+        self.control = control
         self.setups = setup_specs(spec, doc, source=source)
         if spec.sweep.interleave:
             _check_interleavable(self.setups, source)
@@ -256,19 +262,29 @@ class Runner:
         deployment = start_system(spec.system, workdir, ctx.supervisor, hierarchy)
         deployed = [(t_deploy, time.monotonic(), "deploy", "", {"setup": name, **deployment.facts})]
         writer.append("events", events_frame(deployed, self.t0))
-        probes = [
-            NodeProbe(
-                tier=n.tier,
-                node=n.name,
-                cgroup=n.cgroup,
-                pids=n.pids if n.cgroup is None else None,
-                quota_cores=n.quota,
-                gauges=n.gauges,
-                extra=n.extra_metrics,
+        monitor = Monitor(spec.monitor.interval, self.t0, [_probe(n) for n in deployment.nodes])
+        monitor.start()
+
+        def follow(change: Scaled) -> None:
+            """The monitor samples the replicas there are; the change is an event."""
+            for node in change.added:
+                monitor.add(_probe(node))
+            for node in change.removed:
+                monitor.remove(node.name)
+            detail = {
+                "setup": name,
+                "replicas": len(deployment.replicas(change.component)),
+                "added": [n.name for n in change.added],
+                "removed": [n.name for n in change.removed],
+            }
+            writer.append(
+                "events",
+                events_frame(
+                    [(change.asked, time.monotonic(), "scale", change.component, detail)], self.t0
+                ),
             )
-            for n in deployment.nodes
-        ]
-        monitor = Monitor(spec.monitor.interval, self.t0, probes).start()
+
+        deployment.listeners.append(follow)
         try:
             yield deployment, monitor
         finally:
@@ -378,7 +394,7 @@ class LevelRun:
         ph, dep = self.spec.phases, self.deployment
         # What was sampled or finished between levels belongs to no level.
         self.monitor.drain()
-        for node in dep.nodes:
+        for node in [*dep.nodes, *dep.collect_retired()]:
             for source in node.request_sources:
                 source()
         generator = LoadGenerator(
@@ -399,16 +415,17 @@ class LevelRun:
                 time.sleep(PROGRESS_EVERY_S)
                 if self.runner.supervisor is not None:
                     self.runner.supervisor.check_alive()
-                self.runner.progress(
-                    {
-                        "event": "tick",
-                        "setup": self.setup,
-                        "level": self.level,
-                        "rep": self.rep,
-                        "snapshot": handle.snapshot(),
-                        "tiers": dict(self.monitor.latest),
-                    }
-                )
+                tick = {
+                    "event": "tick",
+                    "setup": self.setup,
+                    "level": self.level,
+                    "rep": self.rep,
+                    "snapshot": handle.snapshot(),
+                    "tiers": dict(self.monitor.latest),
+                }
+                self.runner.progress(tick)
+                if self.runner.control is not None:
+                    self.runner.control(dep, tick)
             result = handle.wait()
         finally:
             # Whatever happened, keep what this level measured.
@@ -451,7 +468,7 @@ class LevelRun:
         self.metrics = label(self.monitor.drain(), *self.tag)
         w.append("metrics", self.metrics)
         skipped = []
-        for node in self.deployment.nodes:
+        for node in [*self.deployment.nodes, *self.deployment.collect_retired()]:
             for source in node.request_sources:
                 w.append("requests", tier_requests(source(), node.tier, node.name, t0, *self.tag))
             skipped += [(node.tier, s) for s in skipped_records(node)]
@@ -486,6 +503,18 @@ class LevelRun:
 
 
 # ---- table conversion ----------------------------------------------------------------------------
+def _probe(node: Node) -> NodeProbe:
+    return NodeProbe(
+        tier=node.tier,
+        node=node.name,
+        cgroup=node.cgroup,
+        pids=node.pids if node.cgroup is None else None,
+        quota_cores=node.quota,
+        gauges=node.gauges,
+        extra=node.extra_metrics,
+    )
+
+
 def events_frame(
     rows: Iterable[tuple[float, float, str, str, dict[str, Any]]], t0: float
 ) -> pl.DataFrame:
@@ -668,6 +697,11 @@ def run_experiment(
     *,
     source: str = "<spec>",
     progress: Progress | None = None,
+    control: Control | None = None,
 ) -> dict[str, Any]:
-    """Run ``spec`` into ``out_dir`` (new or empty); returns the run summary."""
-    return Runner(spec, doc, out_dir, source=source, progress=progress).run()
+    """Run ``spec`` into ``out_dir`` (new or empty); returns the run summary.
+
+    ``control(deployment, tick)`` is called with every progress tick of a level (about twice a
+    second: the client's snapshot and the monitor's latest samples per node) and may change
+    the deployment while the load runs (``deployment.scale``)."""
+    return Runner(spec, doc, out_dir, source=source, progress=progress, control=control).run()

@@ -14,16 +14,23 @@ door, which a paused callee cannot count itself. Every visit is recorded (reques
 ``X-Request-Id``; the visit's own id and its parent's, from ``X-Parent-Visit``, in the record's
 detail: ``VISIT PARENT``), so a request's path through the graph can be rebuilt. A callee's
 error makes the visit answer 502.
+
+A callee's replicas can change while the system runs (``Deployment.scale``): the deployment
+rewrites the callee's peers file (``peers``: a JSON list of ``[host, port]``), each caller
+re-reads it within :data:`PEERS_POLL_S`, sends new calls only to the replicas listed and lets
+the calls outstanding to a dropped one finish before it closes its connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tierscope.experiment.embedded import _node
@@ -31,6 +38,8 @@ from tierscope.experiment.embedded._http import Request, Response, Upstream
 from tierscope.experiment.embedded._instrument import Gauges, RequestLog, burn, write_io
 
 PARENT_HEADER = "X-Parent-Visit"
+#: How often a caller looks for a change of its callees' replicas (s).
+PEERS_POLL_S = 0.1
 
 
 @dataclass
@@ -39,6 +48,29 @@ class Callee:
     p: float
     times: int
     replicas: list[Upstream]
+    pool: int
+    peers: Path | None = None
+    seen: int | None = None  # the peers file's mtime (ns) last read
+
+    def reload(self, retiring: list[Upstream]) -> None:
+        """Follow the peers file: new replicas get a pool, dropped ones go to ``retiring``."""
+        if self.peers is None:
+            return
+        try:
+            mtime = self.peers.stat().st_mtime_ns
+            if mtime == self.seen:
+                return
+            listed = [(str(h), int(port)) for h, port in json.loads(self.peers.read_text())]
+        except (OSError, ValueError, TypeError):
+            return  # being replaced (the writer renames a new file in): the next poll reads it
+        self.seen = mtime
+        have = {(u.host, u.port): u for u in self.replicas}
+        if not listed or set(listed) == set(have):
+            return
+        self.replicas = [
+            have.get(a) or Upstream(a[0], a[1], max_connections=self.pool) for a in listed
+        ]
+        retiring.extend(u for a, u in have.items() if a not in set(listed))
 
 
 class Component:
@@ -47,16 +79,19 @@ class Component:
         self.name = str(cfg["name"])
         self.costs = _node.costs_of(cfg)
         self.workers = int(cfg.get("workers") or 64)
-        pool = int(cfg.get("pool") or self.workers)
+        self.pool = pool = int(cfg.get("pool") or self.workers)
         self.callees = [
             Callee(
                 to=str(c["to"]),
                 p=float(c.get("p", 1.0)),
                 times=int(c.get("times", 1)),
                 replicas=[Upstream(h, int(port), max_connections=pool) for h, port in c["at"]],
+                pool=pool,
+                peers=Path(c["peers"]) if c.get("peers") else None,
             )
             for c in cfg.get("calls", [])
         ]
+        self.retiring: list[Upstream] = []
         self.parallel = bool(cfg.get("parallel"))
         self.io_file = cfg["io_file"] if cfg.get("storage") else None
         upstreams = sum(len(c.replicas) for c in self.callees)
@@ -112,28 +147,55 @@ class Component:
         return Response(200, f"{self.name} ok".encode(), content_type="text/plain")
 
     async def _call(self, callee: Callee, req: Request, rid: str, visit: str) -> int:
-        first = next(self.turn)
-        n = len(callee.replicas)
-        upstream = min(
-            (callee.replicas[(first + i) % n] for i in range(n)), key=lambda u: u.outstanding
-        )
         # pool_busy counts the calls holding or waiting for a connection to a callee: over
         # the pool (pool_util > 1) calls queue for it, which is what saturates the pool
         self.gauges.add("pool_busy")
         try:
             with self.calls_out[callee.to].count("active"):
                 headers = {"X-Request-Id": rid, PARENT_HEADER: visit}
-                status, _, _ = await upstream.request("GET", req.target, headers, b"")
-            return int(status)
+                while True:
+                    upstream = self._least_loaded(callee)
+                    try:
+                        status, _, _ = await upstream.request("GET", req.target, headers, b"")
+                        return int(status)
+                    except (ConnectionError, asyncio.IncompleteReadError):
+                        # a replica scaled away before this caller saw it go: the call goes
+                        # to one that is there; any other failure is the callee's answer
+                        if any(u is upstream for u in callee.replicas):
+                            raise
         finally:
             self.gauges.add("pool_busy", -1)
+
+    def _least_loaded(self, callee: Callee) -> Upstream:
+        first = next(self.turn)
+        n = len(callee.replicas)
+        return min(
+            (callee.replicas[(first + i) % n] for i in range(n)), key=lambda u: u.outstanding
+        )
+
+    async def follow_peers(self) -> None:
+        """Keep each callee's replicas as its peers file lists them; close dropped replicas'
+        connections once no call is outstanding there."""
+        while True:
+            before = sum(len(c.replicas) for c in self.callees)
+            for c in self.callees:
+                c.reload(self.retiring)
+            after = sum(len(c.replicas) for c in self.callees)
+            if after != before:
+                self.gauges.add("pool_size", self.pool * (after - before))
+            for u in [u for u in self.retiring if u.outstanding == 0]:
+                u.close()
+                self.retiring.remove(u)
+            await asyncio.sleep(PEERS_POLL_S)
 
 
 async def _main(cfg: dict[str, Any]) -> None:
     component = Component(cfg)
+    follower = asyncio.create_task(component.follow_peers())
     await _node.serve_until_stopped(cfg, component.handle)
+    follower.cancel()
     for c in component.callees:
-        for u in c.replicas:
+        for u in [*c.replicas, *component.retiring]:
             u.close()
     component.log.close()
 

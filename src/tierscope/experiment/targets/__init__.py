@@ -4,9 +4,10 @@ A target turns a validated :class:`~tierscope.spec.experiment.SystemSpec` of its
 a running :class:`Deployment`: its nodes (one per component replica, each with the processes
 and cgroup the monitor watches and faults act on, and its gauge and request-record sources),
 the URLs the load generator drives, the base workload that fits the system, the faults it
-supports, ``scale`` and teardown. Targets register themselves by kind (:func:`register`);
-:func:`target_for` finds one. ``embedded`` (any call graph, or the three-tier shorthand) and
-``webstack`` (nginx -> app -> PostgreSQL) start what they run through the run's
+supports, ``scale`` (through the target's :class:`Scaler`, where it has one) and teardown.
+Targets register themselves by kind (:func:`register`); :func:`target_for` finds one.
+``embedded`` (any call graph, or the three-tier shorthand; a call graph scales while it runs)
+and ``webstack`` (nginx -> app -> PostgreSQL) start what they run through the run's
 :class:`~tierscope.experiment.processes.Supervisor`, so it is stopped whatever happens;
 ``attach`` watches and drives a system that is already running and never starts, changes or
 stops any of it.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,30 +65,93 @@ class Node:
         return self.pid_source is not None or (self.cgroup is not None and self.cgroup.adopted)
 
 
+@dataclass(frozen=True)
+class Scaled:
+    """A change of a component's replicas: the nodes started, or those stopped; ``asked``:
+    when it was asked for (``time.monotonic``); it is done when the listeners hear of it."""
+
+    component: str
+    asked: float
+    added: tuple[Node, ...] = ()
+    removed: tuple[Node, ...] = ()
+
+
+class Scaler(Protocol):
+    """How a deployment changes a component's replicas while it runs."""
+
+    def add(self, component: str, count: int) -> list[Node]:
+        """Start ``count`` more replicas, ready and serving (callers rebalance to them)."""
+        ...
+
+    def drain(self, nodes: list[Node]) -> None:
+        """Send no more work to ``nodes`` and wait for what they hold to finish."""
+        ...
+
+    def stop(self, nodes: list[Node]) -> None:
+        """Stop drained nodes' processes and remove their cgroups."""
+        ...
+
+
 @dataclass
 class Deployment:
     """A deployed system: its nodes front to back, where the load enters, the base workload,
     what scales it (None: it cannot change replicas while running) and what stops it
-    (teardown); the faults it supports are its target's (:attr:`Target.faults`)."""
+    (teardown); the faults it supports are its target's (:attr:`Target.faults`).
+
+    ``listeners`` hear of every change of replicas (the runner's monitor follows them);
+    ``retired`` keeps the nodes stopped by a scale-down until their last request records
+    are collected (:meth:`collect_retired`)."""
 
     nodes: list[Node]
     entry_urls: list[str]
     workload: dict[str, Any]
     stop: Callable[[], None]
     facts: dict[str, Any] = field(default_factory=dict)
-    scaler: Callable[[str, int], None] | None = None
+    scaler: Scaler | None = None
+    listeners: list[Callable[[Scaled], None]] = field(default_factory=list)
+    retired: list[Node] = field(default_factory=list)
 
     @property
     def components(self) -> list[str]:
         return list(dict.fromkeys(n.tier for n in self.nodes))
 
-    def scale(self, component: str, replicas: int) -> None:
-        """Run ``replicas`` replicas of ``component`` from now on."""
+    def replicas(self, component: str) -> list[Node]:
+        return [n for n in self.nodes if n.tier == component]
+
+    def scale(self, component: str, replicas: int) -> Scaled:
+        """Run ``replicas`` replicas of ``component`` from now on: new ones start and their
+        callers rebalance to them; the last ones drain (no new work, what they hold finishes),
+        then stop. Returns what changed."""
         if component not in self.components:
             raise InputError("component", component, "one of " + ", ".join(self.components))
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+            raise InputError("replicas", replicas, "a whole number of replicas >= 1")
         if self.scaler is None:
             raise TierscopeError("this system cannot change its replicas while it runs")
-        self.scaler(component, replicas)
+        current, asked = self.replicas(component), time.monotonic()
+        if replicas > len(current):
+            added = self.scaler.add(component, replicas - len(current))
+            at = next(i for i, n in enumerate(self.nodes) if n is current[-1]) + 1
+            self.nodes[at:at] = added
+            change = Scaled(component, asked, added=tuple(added))
+        elif replicas < len(current):
+            removed = current[replicas:]
+            self.scaler.drain(removed)
+            self.nodes = [n for n in self.nodes if all(n is not r for r in removed)]
+            self.retired.extend(removed)
+            change = Scaled(component, asked, removed=tuple(removed))
+        else:
+            return Scaled(component, asked)
+        for listener in self.listeners:
+            listener(change)
+        if change.removed:
+            self.scaler.stop(list(change.removed))
+        return change
+
+    def collect_retired(self) -> list[Node]:
+        """The nodes stopped since the last call (their records are still to be read)."""
+        out, self.retired = self.retired, []
+        return out
 
 
 class Target(Protocol):

@@ -19,12 +19,15 @@ import json
 import math
 import os
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tierscope.errors import InputError
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded._instrument import read_gauges
+from tierscope.experiment.embedded.component import PEERS_POLL_S
 from tierscope.experiment.embedded.data import database_copy
 from tierscope.experiment.processes import Supervisor, python_argv
 from tierscope.experiment.targets import CsvTail, Deployment, Node, VisitTail, register
@@ -38,6 +41,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "db": {"workers": 64, "cpu_cost": {"default": 0.0025}, "io_cost": {"default": 0}},
 }
 WORKLOAD_FILE = Path(__file__).resolve().parents[1] / "embedded" / "workload.yaml"
+#: A replica being scaled away is drained once nothing arrived at it for this long (s): its
+#: callers stop calling it within a few peers polls.
+QUIET_S = 5 * PEERS_POLL_S
 #: The base workload of a graph: every request enters at the entry as one visit.
 GRAPH_WORKLOAD: dict[str, Any] = {
     "name": "graph",
@@ -127,23 +133,71 @@ def spawn_tier_processes(
     return port, started
 
 
-def start_graph(
-    system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
-) -> Deployment:
-    """Deploy the components of ``system.components``, callees first, each replica its own
-    node of :mod:`tierscope.experiment.embedded.component` processes; the load generator is
-    given the entry's replicas and one interaction, ``visit`` (GET /)."""
-    assert system.components is not None
-    graph = system.graph
-    endpoints: dict[str, list[tuple[str, int]]] = {}
-    nodes: list[Node] = []
-    for comp in reversed(graph.components):
-        spec = system.components[comp.name]
-        endpoints[comp.name] = []
-        for r in range(1, comp.replicas + 1):
-            name = f"{comp.name}-{r}"
-            cgroup = node_cgroup(hierarchy, supervisor, name, spec)
-            node = Node(tier=comp.name, name=name, replica=r, cgroup=cgroup, quota=spec.cpu)
+class GraphScaler:
+    """Starts and stops replicas of an embedded call graph's components (deploy, and
+    ``Deployment.scale`` while it runs). Each component's replicas are listed in its peers
+    file (``peers-<component>.json``), which its callers follow (``component.PEERS_POLL_S``)."""
+
+    def __init__(
+        self, system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+    ) -> None:
+        assert system.components is not None
+        self.system, self.workdir = system, workdir
+        self.supervisor, self.hierarchy = supervisor, hierarchy
+        self.graph = system.graph
+        self.endpoints: dict[str, dict[str, tuple[str, int]]] = {}  # component -> node -> addr
+        self.started: dict[str, int] = {}  # component -> replicas ever started (for names)
+
+    def peers_file(self, component: str) -> Path:
+        return self.workdir / f"peers-{component}.json"
+
+    def _publish(self, component: str) -> None:
+        """Write the component's replicas for its callers (atomically: they poll the file)."""
+        path = self.peers_file(component)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([list(a) for a in self.endpoints[component].values()]))
+        os.replace(tmp, path)
+
+    def deploy(self) -> Deployment:
+        """Every component's replicas, callees first; the load generator is given the entry's
+        replicas and one interaction, ``visit`` (GET /)."""
+        nodes: list[Node] = []
+        for comp in reversed(self.graph.components):
+            self.endpoints[comp.name] = {}
+            nodes = self.add(comp.name, comp.replicas) + nodes
+        entry = self.graph.entry or self.graph.names[0]
+        return Deployment(
+            nodes=nodes,
+            entry_urls=[f"http://{h}:{p}" for h, p in self.endpoints[entry].values()],
+            workload=GRAPH_WORKLOAD,
+            stop=self.supervisor.stop_all,
+            facts={"endpoints": self.addresses()},
+            scaler=self,
+        )
+
+    def addresses(self) -> dict[str, list[str]]:
+        return {c: [f"{h}:{p}" for h, p in e.values()] for c, e in self.endpoints.items()}
+
+    def _entry_check(self, component: str) -> None:
+        if component == (self.graph.entry or self.graph.names[0]) and self.endpoints.get(component):
+            raise InputError(
+                "component",
+                component,
+                "a component behind the entry (the load generator drives the entry's replicas "
+                "for a whole level)",
+            )
+
+    def add(self, component: str, count: int) -> list[Node]:
+        self._entry_check(component)
+        comp = self.graph[component]
+        spec = self.system.components[component]  # type: ignore[index]
+        callees = [k.to for k in comp.calls]
+        added = []
+        for _ in range(count):
+            r = self.started[component] = self.started.get(component, 0) + 1
+            name = f"{component}-{r}"
+            cgroup = node_cgroup(self.hierarchy, self.supervisor, name, spec)
+            node = Node(tier=component, name=name, replica=r, cgroup=cgroup, quota=spec.cpu)
             cfg = {
                 "name": name,
                 "workers": spec.workers,
@@ -153,29 +207,68 @@ def start_graph(
                 "io_cost": spec.io_cost or {},
                 "storage": comp.storage,
                 "parallel": comp.parallel,
-                "seed": system.seed,
+                "seed": self.system.seed,
                 "calls": [
-                    {"to": k.to, "p": k.p, "times": k.times, "at": endpoints[k.to]}
+                    {
+                        "to": k.to, "p": k.p, "times": k.times,
+                        "at": list(self.endpoints[k.to].values()),
+                        "peers": str(self.peers_file(k.to)),
+                    }
                     for k in comp.calls
                 ],
-            }
-            callees = [k.to for k in comp.calls]
+            }  # fmt: skip
             port, files = spawn_tier_processes(
-                supervisor, node, cfg, workdir, processes_for(spec),
+                self.supervisor, node, cfg, self.workdir, processes_for(spec),
                 extra_files={f"calls_{c}": f"to-{c}.gauges" for c in callees},
                 server="component", tail=VisitTail,
             )  # fmt: skip
             node.extra_metrics = _calls_out({c: [f[f"calls_{c}"] for f in files] for c in callees})
-            endpoints[comp.name].append(("127.0.0.1", port))
-            nodes.append(node)
-    nodes.reverse()  # front to back
-    return Deployment(
-        nodes=nodes,
-        entry_urls=[f"http://{h}:{p}" for h, p in endpoints[graph.entry or graph.names[0]]],
-        workload=GRAPH_WORKLOAD,
-        stop=supervisor.stop_all,
-        facts={"endpoints": {t: [f"{h}:{p}" for h, p in e] for t, e in endpoints.items()}},
-    )
+            self.endpoints[component][name] = ("127.0.0.1", port)
+            added.append(node)
+        self._publish(component)
+        return added
+
+    def drain(self, nodes: list[Node], timeout_s: float = 30.0) -> None:
+        for node in nodes:
+            self._entry_check(node.tier)
+            self.endpoints[node.tier].pop(node.name, None)
+        for component in {n.tier for n in nodes}:
+            self._publish(component)
+        # Callers re-read the peers file within PEERS_POLL_S (later on a busy host): drained
+        # is nothing in the nodes and no arrival for QUIET_S; a call that still reaches a
+        # stopped replica is sent to another one by its caller.
+        start = last = time.monotonic()
+        seen = _arrivals_present(nodes)
+        while (now := time.monotonic()) < start + timeout_s:
+            counts = _arrivals_present(nodes)
+            if counts[0] != seen[0]:
+                seen, last = counts, now
+            if counts[1] == 0 and now - last >= QUIET_S:
+                break
+            time.sleep(0.02)
+
+    def stop(self, nodes: list[Node]) -> None:
+        for node in nodes:
+            self.supervisor.stop_groups(node.pgids)
+            if node.cgroup is not None:
+                node.cgroup.destroy()
+                if self.hierarchy is not None:
+                    self.hierarchy.forget(node.cgroup)
+
+
+def _arrivals_present(nodes: list[Node]) -> tuple[int, int]:
+    """Requests that arrived at the nodes, and those in them, over their processes' gauges."""
+    values = [v for n in nodes for v in map(read_gauges, n.gauges) if v]
+    return sum(v["arrivals"] for v in values), sum(v["arrivals"] - v["departures"] for v in values)
+
+
+def start_graph(
+    system: SystemSpec, workdir: Path, supervisor: Supervisor, hierarchy: Hierarchy | None
+) -> Deployment:
+    """Deploy the components of ``system.components``, callees first, each replica its own
+    node of :mod:`tierscope.experiment.embedded.component` processes (scalable while it runs:
+    :class:`GraphScaler`)."""
+    return GraphScaler(system, workdir, supervisor, hierarchy).deploy()
 
 
 def _calls_out(files: dict[str, list[Path]]) -> Callable[[], dict[str, float]] | None:
