@@ -340,10 +340,10 @@ class EmbeddedTarget:
         return start_embedded(system, workdir, supervisor, hierarchy)
 
     def deployed_as(self, system: SystemSpec) -> dict[str, Any]:
-        return deployed_as(system, lambda _name, spec: processes_for(spec))
+        return quota_free(system, lambda _name, spec: processes_for(spec))
 
 
-def deployed_as(
+def quota_free(
     system: SystemSpec, processes: Callable[[str, TierSpec | ComponentSpec], int]
 ) -> dict[str, Any]:
     """``system``'s spec with every component's CPU quota replaced by the processes

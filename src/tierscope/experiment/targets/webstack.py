@@ -42,9 +42,9 @@ from tierscope.experiment.processes import StartError, Supervisor
 from tierscope.experiment.targets import CsvTail, Deployment, Node, register
 from tierscope.experiment.targets.embedded import (
     WORKLOAD_FILE,
-    deployed_as,
     node_cgroup,
     processes_for,
+    quota_free,
     spawn_tier_processes,
     tier_config,
 )
@@ -411,7 +411,7 @@ class WebstackTarget:
         return start_webstack(system, workdir, supervisor, hierarchy)
 
     def deployed_as(self, system: SystemSpec) -> dict[str, Any]:
-        return deployed_as(
+        return quota_free(
             system, lambda name, spec: nginx_workers(spec) if name == "web" else processes_for(spec)
         )
 
