@@ -13,13 +13,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tierscope.errors import InputError
+from tierscope.errors import InputError, TierscopeError
 from tierscope.experiment import run_experiment
-from tierscope.experiment.targets import Deployment
+from tierscope.experiment.targets import Deployment, Node
 from tierscope.spec.experiment import parse_experiment
 from tierscope.store import read_run
-
-pytestmark = [pytest.mark.timeout(600), pytest.mark.timing]
 
 #: worker has a tenth of a core and 4 ms of CPU a visit: 25 visits/s a replica, while 30
 #: users thinking 0.2 s want far more; one more replica doubles what it can serve
@@ -70,6 +68,8 @@ def scaled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Controller, Path]:
     return control, out
 
 
+@pytest.mark.timeout(600)
+@pytest.mark.timing
 def test_a_replica_added_and_removed_while_the_load_runs(
     scaled: tuple[Controller, Path],
 ) -> None:
@@ -116,6 +116,8 @@ def test_a_replica_added_and_removed_while_the_load_runs(
     assert two > 1.4 * one, (one, two)
 
 
+@pytest.mark.timeout(600)
+@pytest.mark.timing
 def test_a_scaled_away_replica_leaves_nothing_behind(scaled: tuple[Controller, Path]) -> None:
     control, _ = scaled
     (_, down) = control.done[1]
@@ -130,3 +132,22 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     except OSError:
         return True
+
+
+def test_scale_names_what_it_refuses() -> None:
+    class Never:
+        def add(self, component: str, count: int) -> list[Node]:
+            raise AssertionError("not to be called")
+
+        drain = stop = add  # type: ignore[assignment]
+
+    nodes = [Node("front", "front-1", 1, None, None), Node("worker", "worker-1", 1, None, None)]
+    dep = Deployment(nodes, ["http://127.0.0.1:1"], {}, lambda: None, scaler=Never())
+    with pytest.raises(InputError, match=r"field 'component'.*front, worker"):
+        dep.scale("nope", 2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InputError, match="field 'replicas'"):
+            dep.scale("worker", bad)  # type: ignore[arg-type]
+    assert dep.scale("worker", 1).added == ()  # already so: nothing to do
+    with pytest.raises(TierscopeError, match="cannot change its replicas"):
+        Deployment(nodes, [], {}, lambda: None).scale("worker", 2)

@@ -377,6 +377,43 @@ class Monitor:
             orient="row",
         )
 
+    def _sample(
+        self, prev_t: float | None, host_prev: dict[str, float] | None
+    ) -> tuple[list[tuple[float, str, str, str, float]], float, dict[str, float] | None]:
+        """One tick: every node's and the host's samples, and the rows of their metrics since
+        the previous tick (``prev_t``, ``host_prev``)."""
+        now = time.monotonic()
+        for st in self.states:
+            st.refresh(now)
+        samples = [st.sample() for st in self.states]
+        host_cur = self.host.sample() if self.host else None
+        t = time.monotonic()
+        rows: list[tuple[float, str, str, str, float]] = []
+        if prev_t is not None:
+            dt = t - prev_t
+            rel = t - self.t0
+            for st, cur in zip(self.states, samples, strict=True):
+                if st.prev is None:
+                    continue
+                m = node_metrics(st.prev, cur, dt, st.p.quota_cores)
+                if "periods" in cur:
+                    if "cpu_throttled_ratio" in m:
+                        st.throttled_ratio = m["cpu_throttled_ratio"]
+                    else:
+                        m["cpu_throttled_ratio"] = st.throttled_ratio
+                if st.p.extra is not None:
+                    with contextlib.suppress(Exception):
+                        m.update(st.p.extra())
+                rows.extend((rel, st.p.tier, st.p.node, k, v) for k, v in m.items())
+                self.latest[(st.p.tier, st.p.node)] = m
+            if host_cur is not None and host_prev is not None:
+                hm = self.host.metrics(host_prev, host_cur, dt)  # type: ignore[union-attr]
+                rows.extend((rel, "host", "host", k, v) for k, v in hm.items())
+                self.latest[("host", "host")] = hm
+        for st, cur in zip(self.states, samples, strict=True):
+            st.prev = cur
+        return rows, t, host_cur
+
     def _loop(self) -> None:
         cpu0, wall0 = time.thread_time(), time.monotonic()
         next_tick = time.monotonic()
@@ -384,38 +421,8 @@ class Monitor:
         host_prev: dict[str, float] | None = None
         while not self._stop.is_set():
             with self._tick:
-                now = time.monotonic()
-                for st in self.states:
-                    st.refresh(now)
-                samples = [st.sample() for st in self.states]
-                host_cur = self.host.sample() if self.host else None
-                t = time.monotonic()
-                rows: list[tuple[float, str, str, str, float]] = []
-                if prev_t is not None:
-                    dt = t - prev_t
-                    rel = t - self.t0
-                    for st, cur in zip(self.states, samples, strict=True):
-                        if st.prev is None:
-                            continue
-                        m = node_metrics(st.prev, cur, dt, st.p.quota_cores)
-                        if "periods" in cur:
-                            if "cpu_throttled_ratio" in m:
-                                st.throttled_ratio = m["cpu_throttled_ratio"]
-                            else:
-                                m["cpu_throttled_ratio"] = st.throttled_ratio
-                        if st.p.extra is not None:
-                            with contextlib.suppress(Exception):
-                                m.update(st.p.extra())
-                        rows.extend((rel, st.p.tier, st.p.node, k, v) for k, v in m.items())
-                        self.latest[(st.p.tier, st.p.node)] = m
-                    if host_cur is not None and host_prev is not None:
-                        hm = self.host.metrics(host_prev, host_cur, dt)  # type: ignore[union-attr]
-                        rows.extend((rel, "host", "host", k, v) for k, v in hm.items())
-                        self.latest[("host", "host")] = hm
-                for st, cur in zip(self.states, samples, strict=True):
-                    st.prev = cur
-                host_prev = host_cur
-                prev_t = t
+                rows, t, host_cur = self._sample(prev_t, host_prev)
+            host_prev, prev_t = host_cur, t
             if rows:
                 with self._lock:
                     self._rows.extend(rows)

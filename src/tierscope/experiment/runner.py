@@ -701,7 +701,7 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run ``spec`` into ``out_dir`` (new or empty); returns the run summary.
 
-    ``control(deployment, tick)`` is called with every progress tick of a level (about twice a
+    ``control(deployment, tick)`` is called with every progress tick of a level (four times a
     second: the client's snapshot and the monitor's latest samples per node) and may change
     the deployment while the load runs (``deployment.scale``)."""
     return Runner(spec, doc, out_dir, source=source, progress=progress, control=control).run()

@@ -378,8 +378,9 @@ class Run:
     @cached_property
     def graph(self) -> Graph:
         """The system's components front to back and their calls (see :mod:`._shape`)."""
-        return graph_of(self.info.get("components"), self.spec, self.metrics, self.requests,
-                        self.source)  # fmt: skip
+        recorded = self.info.get("components")
+        spec = None if isinstance(recorded, dict) else self.spec  # the record comes first
+        return graph_of(recorded, spec, self.metrics, self.requests, self.source)
 
     @cached_property
     def interval(self) -> float | None:

@@ -131,6 +131,10 @@ class Deployment:
         current, asked = self.replicas(component), time.monotonic()
         if replicas > len(current):
             added = self.scaler.add(component, replicas - len(current))
+            for node in added:  # the quota its siblings run with now (setups switch quotas)
+                if node.cgroup is not None and node.quota != current[-1].quota:
+                    node.cgroup.set_cpu(current[-1].quota)
+                    node.quota = current[-1].quota
             at = next(i for i, n in enumerate(self.nodes) if n is current[-1]) + 1
             self.nodes[at:at] = added
             change = Scaled(component, asked, added=tuple(added))
