@@ -53,3 +53,27 @@ def test_bad_input_is_an_input_error_naming_it(tmp_path: Path) -> None:
         workflows.analysis_options(["no-equals-sign"])
     with pytest.raises(InputError, match="--method"):
         workflows.estimate_input(tmp_path, "magic")
+
+
+MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
+
+
+def test_models_queues_and_usl_from_python_are_what_the_cli_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = MODELS / "central-server.yaml"
+    doc, title = workflows.solve_model(model, "exact")
+    assert doc["method"] == "exact-mva" and title
+    assert cli.main(["model", "solve", str(model), "--method", "exact", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == doc
+    # M/M/1 at rho = 0.5: R = S / (1 - rho), an independent closed form
+    mm1 = workflows.queue_metrics("mm1", 5.0, 0.1)
+    assert mm1["response_time"] == pytest.approx(0.2)
+    data = Path(__file__).resolve().parents[1] / "examples" / "usl" / "specsdm91.csv"
+    usl = workflows.usl_file(data)
+    assert cli.main(["usl", str(data), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == usl
+    with pytest.raises(InputError, match="--method"):
+        workflows.solve_model(model, "magic")
+    with pytest.raises(InputError, match="--servers"):
+        workflows.queue_metrics("mmm", 5.0, 0.1)

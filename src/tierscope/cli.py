@@ -8,7 +8,6 @@ unexpected to exit status 1.
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from collections.abc import Iterator
@@ -45,7 +44,6 @@ SeedOpt = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the ra
 ModelFileArg = Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")]
 RunDirArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")]
 MeasuredRunArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")]
-METHOD_NAMES = ("auto", "exact", "amva", "linearizer", "nc", "ctmc", "open", "bounds")
 
 
 @contextmanager
@@ -90,24 +88,9 @@ def model_solve(
     as_json: JsonFlag = False,
 ) -> None:
     """Solve a queueing-network model and print throughput, response times, utilisations."""
-    from tierscope.qn import Network, solve
     from tierscope.report import terminal
-    from tierscope.spec import load_model
 
-    if method not in METHOD_NAMES:
-        raise InputError("--method", method, "one of " + ", ".join(METHOD_NAMES))
-    options: dict[str, Any] = {}
-    if tol is not None or max_iter is not None:
-        if method not in ("amva", "linearizer"):
-            raise InputError("--tol/--max-iter", method, "method amva or linearizer")
-        if tol is not None:
-            options["tol"] = tol
-        if max_iter is not None:
-            options["max_iter"] = max_iter
-    model = load_model(model_file)
-    result = solve(Network.from_model(model), method, **options)
-    doc = result.to_dict()
-    title = model.name or model_file.name
+    doc, title = workflows.solve_model(model_file, method, tol=tol, max_iter=max_iter)
     render = terminal.bounds if doc["method"] == "bounds" else terminal.solution
     _emit(doc, as_json, lambda d: render(d, title))
 
@@ -141,10 +124,7 @@ def model_simulate(
 ) -> None:
     """Simulate a model (any station, distribution, perturbation) with confidence intervals."""
     from tierscope.report import terminal
-    from tierscope.sim import simulate
-    from tierscope.spec import load_model
 
-    model = load_model(model_file)
     options: dict[str, Any] = {
         "seed": seed,
         "precision": precision,
@@ -154,20 +134,14 @@ def model_simulate(
         "replications": replications,
         "window": window,
     }
-    if trace is None:
+    try:
         with _progress_bars(as_json):
-            result = simulate(model, **options)
-    else:
-        from tierscope.sim import record_simulation
-
-        try:
-            with _progress_bars(as_json):
-                result = record_simulation(model, trace, source=str(model_file), **options)
-        except KeyboardInterrupt:
+            doc, title = workflows.simulate_model(model_file, trace=trace, **options)
+    except KeyboardInterrupt:
+        if trace is not None:
             err.print(f"interrupted: what was measured is kept in {trace} (partial)", markup=False)
-            raise
-    title = model.name or model_file.name
-    _emit(result.to_dict(), as_json, lambda d: terminal.solution(d, title))
+        raise
+    _emit(doc, as_json, lambda d: terminal.solution(d, title))
     if trace is not None and not as_json:
         out.print(f"run folder: {trace}", style="dim", markup=False)
 
@@ -185,23 +159,11 @@ def model_queue(
     as_json: JsonFlag = False,
 ) -> None:
     """Closed-form metrics of a single queue (M/M/1, M/M/m, M/M/m/K, M/G/1, M/G/1-PS)."""
-    from tierscope.qn.queues import QUEUE_KINDS
     from tierscope.report import terminal
 
-    if kind not in QUEUE_KINDS:
-        raise InputError("--kind", kind, "one of " + ", ".join(QUEUE_KINDS))
-    fn = QUEUE_KINDS[kind]
-    accepted = set(inspect.signature(fn).parameters)
-    given = {"servers": servers, "capacity": capacity, "scv": scv}
-    kwargs: dict[str, Any] = {"arrival_rate": arrival_rate, "service_time": service_time}
-    for name, value in given.items():
-        if name in accepted:
-            if value is None:
-                raise InputError(f"--{name}", None, f"a value (required by --kind {kind})")
-            kwargs[name] = value
-        elif value is not None:
-            raise InputError(f"--{name}", value, f"not given (it does not apply to {kind})")
-    doc = fn(**kwargs).to_dict()
+    doc = workflows.queue_metrics(
+        kind, arrival_rate, service_time, servers=servers, capacity=capacity, scv=scv
+    )
     _emit(doc, as_json, lambda d: terminal.key_values(f"{kind} queue", _flat(d)))
 
 
@@ -213,11 +175,9 @@ def usl(
     as_json: JsonFlag = False,
 ) -> None:
     """Fit the Universal Scalability Law X(N) = λN / (1 + σ(N−1) + κN(N−1))."""
-    from tierscope.qn.usl import fit_usl, read_usl_csv
     from tierscope.report import terminal
 
-    n, x = read_usl_csv(data)
-    doc = fit_usl(n, x).to_dict()
+    doc = workflows.usl_file(data)
     _emit(doc, as_json, lambda d: terminal.key_values(f"USL fit of {data.name}", _flat(d)))
 
 
@@ -455,65 +415,30 @@ def load(
 
     Flags runs where the load generator itself was the bottleneck.
     """
-    from tierscope.load import LoadGenerator, record_load
-    from tierscope.load.options import workload_from_options
     from tierscope.report import terminal
 
-    workload, level, source = workload_from_options(
-        target,
-        users=users,
-        think=think,
-        think_dist=think_dist,
-        rate=rate,
-        session_rate=session_rate,
-        session_length=session_length,
-        mode=mode,
-        mix=mix,
-        arrival=arrival,
-    )
-    gen = LoadGenerator(
-        workload,
-        base_url or (),
-        seed=seed,
-        connections=connections,
-        timeout_s=timeout,
-        threads=threads,
-        max_outstanding=max_outstanding,
-        keep_requests=out is None,
-        priority=priority,
-    )
+    options = {"users": users, "think": think, "think_dist": think_dist, "rate": rate,
+               "session_rate": session_rate, "session_length": session_length, "mode": mode,
+               "mix": mix, "arrival": arrival}  # fmt: skip
     progress = None if as_json else terminal.LoadProgress(err, warmup + duration + ramp_down)
     try:
+        doc, name = workflows.offer_load(
+            target, workload=options, base_urls=base_url or (), warmup=warmup,
+            duration=duration, ramp_down=ramp_down, seed=seed, connections=connections,
+            threads=threads, timeout=timeout, max_outstanding=max_outstanding,
+            priority=priority, out=out, on_progress=None if progress is None else progress.show,
+        )  # fmt: skip
+    except KeyboardInterrupt:
         if out is None:
-            handle = gen.start(level, warmup, duration, ramp_down)
-            try:
-                while not handle.join(0.25):
-                    if progress is not None:
-                        progress.show(handle)
-                result = handle.wait()
-            except KeyboardInterrupt:
-                result = handle.stop()
-                err.print("interrupted: partial results", markup=False)
-        else:
-            options = {"target": target, "level": level, "warmup": warmup, "duration": duration,
-                       "ramp_down": ramp_down, "connections": connections, "threads": threads,
-                       "timeout": timeout}  # fmt: skip
-            try:
-                result = record_load(
-                    gen, out, level=level, ramp_up_s=warmup, steady_s=duration,
-                    ramp_down_s=ramp_down, options=options,
-                    on_progress=None if progress is None else progress.show,
-                )  # fmt: skip
-            except KeyboardInterrupt:
-                err.print(
-                    f"interrupted: what was measured is kept in {out} (partial)", markup=False
-                )
-                raise typer.Exit(130) from None
+            raise
+        err.print(f"interrupted: what was measured is kept in {out} (partial)", markup=False)
+        raise typer.Exit(130) from None
     finally:
         if progress is not None:
             progress.close()
-    doc = result.summary
-    _emit(doc, as_json, lambda d: terminal.load_summary(d, workload.name or source))
+    if out is None and doc["partial"] and "failure" not in doc:
+        err.print("interrupted: partial results", markup=False)
+    _emit(doc, as_json, lambda d: terminal.load_summary(d, name))
     if out is not None and not as_json:
         err.print(f"run folder: {out}", style="dim", markup=False)
     if "failure" in doc:

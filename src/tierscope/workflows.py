@@ -87,6 +87,151 @@ def import_run(
     }
 
 
+# ---- models: solve, simulate, single queues, USL -------------------------------------------
+def solve_model(
+    model_file: PathLike,
+    method: str = "auto",
+    *,
+    tol: float | None = None,
+    max_iter: int | None = None,
+) -> tuple[dict[str, Any], str]:
+    """Solve the queueing-network model of ``model_file`` with ``method`` (PRODUCT.md §4.2):
+    the solution document and the model's title."""
+    from tierscope.qn import METHODS, Network, solve
+    from tierscope.spec import load_model
+
+    if method != "auto" and method not in METHODS:
+        raise InputError("--method", method, "one of " + ", ".join(("auto", *METHODS)))
+    options: dict[str, Any] = {}
+    if tol is not None or max_iter is not None:
+        if method not in ("amva", "linearizer"):
+            raise InputError("--tol/--max-iter", method, "method amva or linearizer")
+        if tol is not None:
+            options["tol"] = tol
+        if max_iter is not None:
+            options["max_iter"] = max_iter
+    model = load_model(model_file)
+    doc = solve(Network.from_model(model), method, **options).to_dict()
+    return doc, model.name or Path(model_file).name
+
+
+def simulate_model(
+    model_file: PathLike, *, trace: PathLike | None = None, **options: Any
+) -> tuple[dict[str, Any], str]:
+    """Simulate the model of ``model_file`` (``options``: those of
+    :func:`tierscope.sim.simulate`): the result document (with confidence intervals) and the
+    model's title; with ``trace``, also a run folder of it (what was measured is kept there if
+    interrupted)."""
+    from tierscope.sim import record_simulation, simulate
+    from tierscope.spec import load_model
+
+    model = load_model(model_file)
+    if trace is None:
+        result = simulate(model, **options)
+    else:
+        result = record_simulation(model, trace, source=str(model_file), **options)
+    return result.to_dict(), model.name or Path(model_file).name
+
+
+def queue_metrics(
+    kind: str,
+    arrival_rate: float,
+    service_time: float,
+    *,
+    servers: int | None = None,
+    capacity: int | None = None,
+    scv: float | None = None,
+) -> dict[str, Any]:
+    """Closed-form metrics of one queue of ``kind`` (mm1, mmm, mmmk, mg1, mg1ps); a parameter
+    the kind needs must be given, one it does not take must not."""
+    import inspect
+
+    from tierscope.qn.queues import QUEUE_KINDS
+
+    if kind not in QUEUE_KINDS:
+        raise InputError("--kind", kind, "one of " + ", ".join(QUEUE_KINDS))
+    fn = QUEUE_KINDS[kind]
+    accepted = set(inspect.signature(fn).parameters)
+    given = {"servers": servers, "capacity": capacity, "scv": scv}
+    kwargs: dict[str, Any] = {"arrival_rate": arrival_rate, "service_time": service_time}
+    for name, value in given.items():
+        if name in accepted:
+            if value is None:
+                raise InputError(f"--{name}", None, f"a value (required by --kind {kind})")
+            kwargs[name] = value
+        elif value is not None:
+            raise InputError(f"--{name}", value, f"not given (it does not apply to {kind})")
+    return dict(fn(**kwargs).to_dict())
+
+
+def usl_file(data: PathLike) -> dict[str, Any]:
+    """The Universal Scalability Law fitted to a CSV of ``concurrency,throughput``."""
+    from tierscope.qn.usl import fit_usl, read_usl_csv
+
+    n, x = read_usl_csv(Path(data))
+    return dict(fit_usl(n, x).to_dict())
+
+
+# ---- load ----------------------------------------------------------------------------------
+def offer_load(
+    target: str,
+    *,
+    workload: dict[str, Any] | None = None,
+    base_urls: Sequence[str] = (),
+    warmup: float = 0.0,
+    duration: float = 10.0,
+    ramp_down: float = 0.0,
+    seed: int = 1,
+    connections: int | None = None,
+    threads: int = 1,
+    timeout: float = 10.0,
+    max_outstanding: int | None = None,
+    priority: str = "realtime",
+    out: PathLike | None = None,
+    on_progress: Callable[[Any], None] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """Offer HTTP load to ``target`` (a URL or a workload file; ``workload``: the options of
+    :func:`tierscope.load.options.workload_from_options`, users, rate, think time, mode, ...)
+    for ``warmup + duration + ramp_down`` seconds: the load summary (latency free of
+    coordinated omission, the client-bottleneck verdict) and the workload's name. With ``out``
+    a run folder is written as the load runs. ``on_progress(handle)`` about four times a
+    second. Interrupted (Ctrl-C), the summary of what ran is returned (``partial``) without a
+    run folder, and KeyboardInterrupt propagates with one (what was measured is kept there)."""
+    from tierscope.load import LoadGenerator, record_load
+    from tierscope.load.options import workload_from_options
+
+    load, level, source = workload_from_options(target, **(workload or {}))
+    gen = LoadGenerator(
+        load,
+        base_urls,
+        seed=seed,
+        connections=connections,
+        timeout_s=timeout,
+        threads=threads,
+        max_outstanding=max_outstanding,
+        keep_requests=out is None,
+        priority=priority,
+    )
+    if out is None:
+        handle = gen.start(level, warmup, duration, ramp_down)
+        try:
+            while not handle.join(0.25):
+                if on_progress is not None:
+                    on_progress(handle)
+            result = handle.wait()
+        except KeyboardInterrupt:
+            result = handle.stop()
+    else:
+        options = {"target": target, "level": level, "warmup": warmup, "duration": duration,
+                   "ramp_down": ramp_down, "connections": connections, "threads": threads,
+                   "timeout": timeout}  # fmt: skip
+        result = record_load(
+            gen, out, level=level, ramp_up_s=warmup, steady_s=duration, ramp_down_s=ramp_down,
+            options=options, on_progress=on_progress,
+        )  # fmt: skip
+    return result.summary, load.name or source
+
+
 # ---- analysis and report ---------------------------------------------------------------------
 def analysis_options(
     pairs: Sequence[str] | None = None, base: dict[str, Any] | None = None, **given: Any
@@ -413,9 +558,14 @@ __all__ = [
     "estimate_input",
     "import_run",
     "learn_data",
+    "offer_load",
     "plan_run",
+    "queue_metrics",
     "read_run_dir",
     "report_run",
     "run_sweep",
+    "simulate_model",
+    "solve_model",
+    "usl_file",
     "whatif_run",
 ]
