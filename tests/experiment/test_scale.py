@@ -96,8 +96,9 @@ def test_a_replica_added_and_removed_while_the_load_runs(
     assert second["start"].min() >= up_asked and second["end"].max() <= t_down
     # sampled by the monitor while it ran, from within a tick of its start
     sampled = run.metrics.filter(pl.col("node") == "worker-2", pl.col("metric") == "cpu_cores")
-    assert sampled.height > 0.8 * (down_asked - t_up) / run.interval
-    assert t_up <= sampled["t"].min() <= t_up + 0.5 and sampled["t"].max() <= t_down
+    assert t_up <= sampled["t"].min() <= t_up + 0.5
+    assert down_asked - 0.5 <= sampled["t"].max() <= t_down
+    assert sampled.height > 0.5 * (down_asked - t_up) / run.interval  # late ticks are skipped
 
     # no request lost: every one the load generator finished was answered, the ones in
     # flight at the scale-down included, and each visited a worker
