@@ -13,9 +13,10 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,37 @@ def exit_on_parent_death() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+class Server(Protocol):
+    """An asyncio tier: what :func:`main` serves, runs beside it and closes."""
+
+    async def handle(self, req: Any) -> Any: ...
+
+    def background(self) -> list[Coroutine[Any, Any, None]]:
+        """Tasks that run while it serves (cancelled when it stops)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and flush logs, once it no longer serves."""
+        ...
+
+
+def main(make: Callable[[dict[str, Any]], Server]) -> None:
+    """The ``main`` of an asyncio tier process: die with the runner, serve ``make(config)``
+    until SIGTERM, close it and exit at once (threads blocked in I/O must not hold us)."""
+    import asyncio
+
+    exit_on_parent_death()
+    cfg = load_config()
+
+    async def serve() -> None:
+        server = make(cfg)
+        tasks = [asyncio.create_task(c) for c in server.background()]
+        await serve_until_stopped(cfg, server.handle)
+        for task in tasks:
+            task.cancel()
+        server.close()
+
+    asyncio.run(serve())
+    os._exit(0)

@@ -296,6 +296,14 @@ class App:
             write_io(self.cfg["io_file"], self.costs.io_of(interaction))
             return Response(200, page)
 
+    def background(self) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        self.log.close()
+        if self.db_log is not None:
+            self.db_log.close()
+
     async def handle(self, req: Request) -> Response:
         start = time.monotonic()
         self.gauges.add("arrivals")
@@ -322,21 +330,6 @@ class App:
         return resp
 
 
-async def _main(cfg: dict[str, Any]) -> None:
-    app = App(cfg)
-    await _node.serve_until_stopped(cfg, app.handle)
-    app.log.close()
-    if app.db_log is not None:
-        app.db_log.close()
-
-
-def main() -> None:
-    _node.exit_on_parent_death()
-    cfg = _node.load_config()
-    asyncio.run(_main(cfg))
-    os._exit(0)
-
-
 if __name__ == "__main__":
     threading.current_thread().name = "app"
-    main()
+    _node.main(App)

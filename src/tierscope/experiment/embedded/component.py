@@ -29,6 +29,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,17 @@ class Component:
             (callee.replicas[(first + i) % n] for i in range(n)), key=lambda u: u.outstanding
         )
 
+    def background(self) -> list[Coroutine[Any, Any, None]]:
+        return [self.follow_peers()]
+
+    def close(self) -> None:
+        for c in self.callees:
+            for u in c.replicas:
+                u.close()
+        for u in self.retiring:
+            u.close()
+        self.log.close()
+
     async def follow_peers(self) -> None:
         """Keep each callee's replicas as its peers file lists them; close dropped replicas'
         connections once no call is outstanding there."""
@@ -189,22 +201,5 @@ class Component:
             await asyncio.sleep(PEERS_POLL_S)
 
 
-async def _main(cfg: dict[str, Any]) -> None:
-    component = Component(cfg)
-    follower = asyncio.create_task(component.follow_peers())
-    await _node.serve_until_stopped(cfg, component.handle)
-    follower.cancel()
-    for c in component.callees:
-        for u in [*c.replicas, *component.retiring]:
-            u.close()
-    component.log.close()
-
-
-def main() -> None:
-    _node.exit_on_parent_death()
-    asyncio.run(_main(_node.load_config()))
-    os._exit(0)
-
-
 if __name__ == "__main__":
-    main()
+    _node.main(Component)

@@ -60,6 +60,14 @@ class Web:
         self.queue_limit = int(cfg.get("queue_limit") or 0)
         self.in_tier = 0
 
+    def background(self) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        for u in self.upstreams:
+            u.close()
+        self.log.close()
+
     def pick(self) -> Upstream:
         first = next(self.turn)
         n = len(self.upstreams)
@@ -108,19 +116,5 @@ class Web:
         return Response(status, body, content_type=rheaders.get("content-type", "text/html"))
 
 
-async def _main(cfg: dict[str, Any]) -> None:
-    web = Web(cfg)
-    await _node.serve_until_stopped(cfg, web.handle)
-    for u in web.upstreams:
-        u.close()
-    web.log.close()
-
-
-def main() -> None:
-    _node.exit_on_parent_death()
-    asyncio.run(_main(_node.load_config()))
-    os._exit(0)
-
-
 if __name__ == "__main__":
-    main()
+    _node.main(Web)
