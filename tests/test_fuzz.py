@@ -561,3 +561,42 @@ def test_fuzz_analysis_options(
         _points_run(run, [10.0, 20.0, 30.0, 31.0])
     args = [a for k, v in pairs for a in ("-o", f"{k}={v}")]
     assert tierscope(capsys, "analyze", run, "--no-write", *args)[0] in (0, 2)
+
+
+TIMES = st.sampled_from(
+    ["0", "1", "1.5", "1652812677", "1652812677000", "1652812677000000000", "2022-05-17 18:37:57",
+     "2022-05-17T18:37:58Z", "2022-05-17T18:37:59+02:00", "yesterday", "", "-3", "1e30"]
+)  # fmt: skip
+WIDE_HEADERS = st.sampled_from(
+    ["web_cpu", "db-1_cpu_util", "carts_lat_99", "x.mem", "svc_lod", "q_queue_length", "bogus",
+     "a_b_c", "web_cpu"]
+)  # fmt: skip
+
+
+@settings(FUZZ, max_examples=40)
+@given(
+    header=st.lists(WIDE_HEADERS, min_size=1, max_size=4),
+    rows=st.lists(st.tuples(TIMES, st.lists(NUMBERS | st.just(""), min_size=4, max_size=4)),
+                  min_size=0, max_size=6),
+    options=st.lists(st.sampled_from([["--cpu-unit", "percent"], ["--cpu-unit", "watts"],
+                                      ["--time-unit", "ms"], ["--tz", "Mars/Olympus"],
+                                      ["--cpu-limit", "web=0.5"], ["--cpu-limit", "web=-1"]]),
+                     max_size=2),
+)  # fmt: skip
+def test_fuzz_wide_metric_imports_and_their_analysis(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    header: list[str],
+    rows: list[tuple[str, list[str]]],
+    options: list[list[str]],
+) -> None:
+    lines = [",".join(["time", *header])]
+    lines += [",".join([t, *values[: len(header)]]) for t, values in rows]
+    csv = _write(tmp_path / "wide.csv", "\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    flags = [f for pair in options for f in pair]
+    code = tierscope(capsys, "import", "metrics", csv, "--out", out, *flags)[0]
+    assert code in (0, 2)
+    if code == 0:
+        assert tierscope(capsys, "analyze", out, "--no-write", "--json")[0] in (0, 2)
+        shutil.rmtree(out)

@@ -359,6 +359,49 @@ def import_csv_command(
     )
 
 
+@import_app.command("metrics")
+def import_metrics_command(
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE...", help="Metric tables (CSV), long or wide.")
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
+    ],
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="The same metrics in normal operation (repeatable)."),
+    ] = None,
+    mapping: Annotated[
+        Path | None,
+        typer.Option("--map", metavar="FILE.yaml", help="column: component.metric, explicitly."),
+    ] = None,
+    time_column: Annotated[str | None, typer.Option(help="The time column's name.")] = None,
+    time_unit: Annotated[
+        str | None, typer.Option(help="Unit of numeric times: s | ms | us | ns (else detected).")
+    ] = None,
+    tz: Annotated[
+        str | None, typer.Option(help="Zone of date-times written without one (default UTC).")
+    ] = None,
+    cpu_unit: Annotated[
+        str | None, typer.Option(help="CPU columns: percent | cores | fraction (else detected).")
+    ] = None,
+    cpu_limit: Annotated[
+        list[str] | None,
+        typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import metric tables as exported by Prometheus, Grafana, cAdvisor or a spreadsheet."""
+    from tierscope.report import terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.import_metrics_run(
+            out_dir, files, baseline=baseline or (), mapping=mapping, time_column=time_column,
+            time_unit=time_unit, tz=tz, cpu_unit=cpu_unit, cpu_limit=cpu_limit or (),
+        )  # fmt: skip
+    _emit(doc, as_json, terminal.imported)
+
+
 @app.command()
 def load(
     target: Annotated[

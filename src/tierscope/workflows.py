@@ -70,11 +70,30 @@ def import_run(
     points: PathLike | None = None,
 ) -> dict[str, Any]:
     """Write users' CSV files as a run folder; what was imported."""
-    from tierscope.spec.runs import ImportSpec
-    from tierscope.store import import_csv, read_run
+    from tierscope.store import import_csv
 
-    path = import_csv(out_dir, metrics=metrics, requests=requests, points=points)
+    return _imported(import_csv(out_dir, metrics=metrics, requests=requests, points=points))
+
+
+def import_metrics_run(
+    out_dir: PathLike, files: Sequence[PathLike], **options: Any
+) -> dict[str, Any]:
+    """Metric tables, long or wide, as monitoring tools export them (``options``: those of
+    :func:`tierscope.ingest.import_metrics`: ``baseline``, ``mapping``, ``time_column``,
+    ``time_unit``, ``tz``, ``cpu_unit``, ``cpu_limit``), written as a run folder; what was
+    imported and how it was read (``notes``)."""
+    from tierscope.ingest import import_metrics
+
+    path, _ = import_metrics(out_dir, files, **options)
+    return _imported(path)
+
+
+def _imported(path: Path) -> dict[str, Any]:
+    from tierscope.spec.runs import ImportSpec
+    from tierscope.store import read_run
+
     run = read_run(path)
+    spec = run.spec if isinstance(run.spec, ImportSpec) else None
     return {
         "run_dir": str(path),
         "tables": run.info.get("tables", []),
@@ -83,7 +102,9 @@ def import_run(
             for t in ("metrics", "requests", "points")
             if getattr(run, t) is not None
         },
-        "time_origin": run.spec.time_origin if isinstance(run.spec, ImportSpec) else None,
+        "components": list(run.graph.names),
+        "time_origin": spec.time_origin if spec else None,
+        "notes": spec.notes if spec else [],
     }
 
 
@@ -556,6 +577,7 @@ __all__ = [
     "corpus_run",
     "default_run_dir",
     "estimate_input",
+    "import_metrics_run",
     "import_run",
     "learn_data",
     "offer_load",

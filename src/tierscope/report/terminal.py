@@ -183,6 +183,18 @@ def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     return t
 
 
+def imported(doc: dict[str, Any]) -> Group:
+    """What an import wrote (``workflows.import_*``): the run's facts, then how it was read."""
+    facts = key_values(
+        f"imported into {doc['run_dir']}",
+        [("components", len(doc.get("components", [])))]
+        + [(f"rows of {k}", v) for k, v in doc["rows"].items()]
+        + [("time origin", doc.get("time_origin"))],
+    )
+    notes = [Text(f"- {n}", overflow="fold") for n in doc.get("notes", [])]
+    return Group(facts, *notes)
+
+
 def point_tiers(points: list[dict[str, Any]]) -> list[str]:
     """The tiers with a CPU figure in a run's points, in the order the run lists them."""
     seen: dict[str, None] = {}

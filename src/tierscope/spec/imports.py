@@ -106,3 +106,56 @@ def column_type(kind: str, name: str) -> str:
     if "float" in text:
         return "number"
     return "text"
+
+
+# ---- wide tables (``tierscope import metrics``) ---------------------------------------------
+#: What a column's metric part means: the metric it becomes and how its values are read.
+#: ``cpu``: CPU whose unit is detected (percent of one core, cores, or a fraction of the
+#: limit); ``fraction``: 0-1, or percent when the values pass 1.5; ``bytes``, ``rate`` (per
+#: second), ``seconds``, ``count``: as they are.
+METRIC_SUFFIXES: dict[str, tuple[str, str]] = {
+    "cpu": ("cpu", "cpu"),
+    "cpu_usage": ("cpu", "cpu"),
+    "cpu_percent": ("cpu", "percent"),
+    "cpu_pct": ("cpu", "percent"),
+    "cpu_cores": ("cpu_cores", "count"),
+    "cpu_util": ("cpu_util", "fraction"),
+    "cpu_utilization": ("cpu_util", "fraction"),
+    "cpu_throttled_ratio": ("cpu_throttled_ratio", "fraction"),
+    "mem": ("mem_bytes", "bytes"),
+    "memory": ("mem_bytes", "bytes"),
+    "mem_bytes": ("mem_bytes", "bytes"),
+    "memory_usage": ("mem_bytes", "bytes"),
+    "rss": ("mem_bytes", "bytes"),
+    "mem_util": ("mem_util", "fraction"),
+    "major_faults": ("major_faults_s", "rate"),
+    "disk_util": ("disk_util", "fraction"),
+    "net_rx_bytes_s": ("net_rx_bytes_s", "rate"),
+    "net_tx_bytes_s": ("net_tx_bytes_s", "rate"),
+    "lod": ("throughput_s", "rate"),
+    "load": ("throughput_s", "rate"),
+    "rps": ("throughput_s", "rate"),
+    "qps": ("throughput_s", "rate"),
+    "throughput": ("throughput_s", "rate"),
+    "throughput_s": ("throughput_s", "rate"),
+    "request_rate": ("throughput_s", "rate"),
+    "errors": ("errors_s", "rate"),
+    "error_rate": ("errors_s", "rate"),
+    "lat": ("rt_mean", "seconds"),
+    "latency": ("rt_mean", "seconds"),
+    "rt_mean": ("rt_mean", "seconds"),
+    "lat_50": ("rt_p50", "seconds"),
+    "lat_90": ("rt_p90", "seconds"),
+    "lat_95": ("rt_p95", "seconds"),
+    "lat_99": ("rt_p99", "seconds"),
+    "p50": ("rt_p50", "seconds"),
+    "p90": ("rt_p90", "seconds"),
+    "p95": ("rt_p95", "seconds"),
+    "p99": ("rt_p99", "seconds"),
+    "queue_length": ("queue_length", "count"),
+    "active_workers": ("active_workers", "count"),
+}
+#: Names a wide table's time column goes by (first found).
+TIME_NAMES = ("time", "ts", "timestamp", "datetime", "date", "t")
+#: Units the user may give for CPU columns (``--cpu-unit``).
+CPU_UNITS = ("percent", "cores", "fraction")

@@ -90,11 +90,15 @@ class ImportSpec(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     name: str = "import"
+    format: str = Field("csv", description="the importer (tierscope import <format>)")
     files: dict[str, str] = Field(
         default_factory=dict, alias="import", description="table -> the file it came from"
     )
     time_origin: str | None = Field(
         None, description="the absolute time (ISO 8601) the run's time 0 stands for"
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="how the data was read (units, times, what was left)"
     )
 
 

@@ -17,7 +17,7 @@ from tierscope.store._analysis import (
     write_report,
 )
 from tierscope.store._host import cgroup_version, host_facts
-from tierscope.store._import import import_csv
+from tierscope.store._import import import_csv, write_import
 from tierscope.store._run import Run, RunWriter, is_run, read_run, run_status, scan_table
 from tierscope.store._schema import SCHEMAS, TABLES
 
@@ -36,5 +36,6 @@ __all__ = [
     "run_status",
     "scan_table",
     "write_analysis",
+    "write_import",
     "write_report",
 ]

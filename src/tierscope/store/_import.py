@@ -22,7 +22,7 @@ from tierscope.spec.imports import EPOCH_MIN, TIME_COLUMNS, column_type, columns
 from tierscope.spec.runs import ImportSpec
 from tierscope.store._run import RunWriter
 
-__all__ = ["import_csv"]
+__all__ = ["import_csv", "write_import"]
 
 
 #: Longest header line read (a longer one is not a header of these files).
@@ -332,14 +332,35 @@ def import_csv(
             frames[k] = frames[k].with_columns(
                 pl.col(c) - origin for c in TIME_COLUMNS[k] if c in frames[k].columns
             )
+    return write_import(
+        out,
+        {kind: _to_store(frame, kind) for kind, frame in frames.items()},
+        files={k: str(p) for k, p in given.items()},
+        origin=origin,
+    )
+
+
+def write_import(
+    out: str | os.PathLike[str],
+    tables: dict[str, pl.DataFrame],
+    *,
+    files: dict[str, str],
+    origin: float | None,
+    fmt: str = "csv",
+    notes: list[str] | None = None,
+) -> Path:
+    """Write imported tables (in the store's schemas, times in seconds from ``origin``, the
+    epoch seconds of time 0, or relative when None) as the run folder ``out`` (new or empty)."""
     spec = ImportSpec(
         name=Path(out).name,
-        files={k: str(p) for k, p in given.items()},
+        format=fmt,
+        files=files,
         time_origin=None
         if origin is None
         else dt.datetime.fromtimestamp(origin, tz=dt.UTC).isoformat(),
+        notes=notes or [],
     ).model_dump(mode="json", by_alias=True)
     with RunWriter.create(out, kind="import", spec=spec) as run:
-        for kind, frame in frames.items():
-            run.write(kind, _to_store(frame, kind))
+        for table, frame in tables.items():
+            run.write(table, frame)
     return Path(out)

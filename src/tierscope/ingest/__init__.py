@@ -1,0 +1,79 @@
+"""Importers: measurements from the tools people already use, written as run folders.
+
+Each importer reads its format into the store's tables (metrics, requests, points) and says
+how it read them (units, times, what it left out); :func:`import_metrics` writes them through
+:func:`tierscope.store.write_import`, absolute times rebased to the earliest of all files (the
+origin is kept in run.json). ``--baseline`` data (normal operation recorded apart) goes into
+the same run as setup ``baseline``, the data itself as setup ``s0``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from tierscope.errors import InputError
+from tierscope.ingest.metrics import cpu_limits, parse_limits, read_map, read_metrics
+
+PathLike = str | os.PathLike[str]
+BASELINE = "baseline"
+
+
+def import_metrics(
+    out: PathLike,
+    files: Sequence[PathLike],
+    *,
+    baseline: Sequence[PathLike] = (),
+    mapping: PathLike | None = None,
+    time_column: str | None = None,
+    time_unit: str | None = None,
+    tz: str | None = None,
+    cpu_unit: str | None = None,
+    cpu_limit: Sequence[str] = (),
+) -> tuple[Path, list[str]]:
+    """Metric tables (long or wide; :mod:`.metrics`) written as the run folder ``out``: the
+    folder and the import's notes."""
+    from tierscope.store import write_import
+
+    if not files:
+        raise InputError("FILE", None, "at least one metrics file")
+    names = read_map(mapping)
+    limits = parse_limits(list(cpu_limit))
+    options = {"mapping": names, "time_column": time_column, "time_unit": time_unit, "tz": tz,
+               "cpu_unit": cpu_unit}  # fmt: skip
+    parts, notes, absolute = [], [], set()
+    for setup, paths in (("s0", files), (BASELINE, baseline)):
+        for path in paths:
+            read = read_metrics(Path(path), **options)  # type: ignore[arg-type]
+            parts.append(read.frame.with_columns(pl.lit(setup).alias("setup")))
+            notes += read.notes
+            absolute.add(read.absolute)
+    if len(absolute) > 1:
+        raise InputError(
+            "time", None, "absolute times in every file, or relative seconds in every file"
+        )
+    frame = pl.concat(parts)
+    if frame.height == 0:
+        raise InputError("values", None, "at least one measurement (every cell is empty)",
+                         source=str(files[0]))  # fmt: skip
+    frame, said = cpu_limits(frame, limits, str(files[0]))
+    notes += said
+    origin = float(frame["t"].min()) if absolute == {True} else None  # type: ignore[arg-type]
+    if origin is not None:
+        frame = frame.with_columns(pl.col("t") - origin)
+    metrics = frame.with_columns(
+        pl.lit(None, pl.Float64).alias("level"), pl.lit(0, pl.Int64).alias("rep")
+    ).select("t", "setup", "level", "rep", "tier", "node", "metric", "value")
+    given = {"metrics": ", ".join(str(p) for p in files)}
+    if baseline:
+        given[BASELINE] = ", ".join(str(p) for p in baseline)
+    path = write_import(
+        out, {"metrics": metrics}, files=given, origin=origin, fmt="metrics", notes=notes
+    )
+    return path, notes
+
+
+__all__ = ["BASELINE", "import_metrics"]

@@ -1,0 +1,335 @@
+"""``tierscope import metrics``: metric tables as monitoring tools export them, long or wide.
+
+A long table has a row per sample (``time``/``ts``, ``tier`` or ``component``, ``metric``,
+``value``, optional ``node``). A wide table (what every Prometheus, Grafana or cAdvisor export
+looks like) has a time column and one column per component and metric, named
+``<component>_<metric>`` or ``<component>.<metric>``; the component may itself contain ``-``,
+``_`` and ``.``: the name is split at the longest known metric suffix
+(:data:`tierscope.spec.imports.METRIC_SUFFIXES`), or as ``--map`` says.
+
+Units are read, not assumed, and said in the import's notes: CPU columns are percent of one
+core when any passes 1.5 (``rate(container_cpu_usage_seconds_total) * 100``), else cores
+(``--cpu-unit`` decides when the data cannot); fractions given in percent are divided by 100;
+with ``--cpu-limit component=cores`` a component's CPU also becomes ``cpu_util`` of its limit,
+and a component whose CPU flattens at a ceiling is pointed out (its limit, probably). Bad values
+(not a number, NaN, negative where a quantity cannot be, a utilisation past 1.5 after units)
+and times that repeat or go back are :class:`InputError` naming the file, the line and the
+column; empty cells are no measurement and are counted in the notes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from tierscope.errors import InputError, clip
+from tierscope.ingest._files import read_table
+from tierscope.ingest._time import parse_times
+from tierscope.spec.imports import CPU_UNITS, METRIC_SUFFIXES, TIME_NAMES
+
+#: A CPU column whose values pass this is in percent of one core.
+PERCENT_ABOVE = 1.5
+#: A utilisation (a fraction of a limit) past this, after units, is not one.
+UTIL_MAX = 1.5
+#: A series that spends this share of its samples within CEILING_BAND of its maximum flattens
+#: at a ceiling (its limit, probably).
+CEILING_SHARE, CEILING_BAND = 0.2, 0.03
+_NON_NEGATIVE = ("bytes", "rate", "seconds", "count", "cpu", "percent", "fraction")
+_LONG = {"tier", "metric", "value"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """What one column of a wide table holds."""
+
+    name: str
+    component: str
+    suffix: str  # the metric part as written
+
+    @property
+    def metric(self) -> str:
+        return METRIC_SUFFIXES[self.suffix][0]
+
+    @property
+    def unit(self) -> str:
+        return METRIC_SUFFIXES[self.suffix][1]
+
+
+@dataclass
+class Read:
+    """One file read: long samples (t, tier, node, metric, value), whether the times are
+    absolute, and what the import says about it."""
+
+    frame: pl.DataFrame
+    absolute: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def split_column(name: str, mapping: Mapping[str, str] | None = None) -> Column | None:
+    """``<component>_<metric>`` or ``<component>.<metric>`` split at the longest known metric
+    suffix; ``mapping`` (``--map``) gives a column's ``component.metric`` outright."""
+    if mapping and name in mapping:
+        component, _, suffix = mapping[name].rpartition(".")
+        if not component or suffix not in METRIC_SUFFIXES:
+            raise InputError(
+                f"--map {name}",
+                mapping[name],
+                "component.metric with a known metric (" + ", ".join(sorted(METRIC_SUFFIXES)) + ")",
+            )
+        return Column(name, component, suffix)
+    best: Column | None = None
+    lowered = name.lower()
+    for suffix in METRIC_SUFFIXES:
+        for sep in ("_", "."):
+            end = sep + suffix
+            longer = best is None or len(suffix) > len(best.suffix)
+            if longer and lowered.endswith(end) and len(name) > len(end):
+                best = Column(name, name[: -len(end)], suffix)
+    return best
+
+
+def read_metrics(
+    path: Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    time_column: str | None = None,
+    time_unit: str | None = None,
+    tz: str | None = None,
+    cpu_unit: str | None = None,
+) -> Read:
+    """Read one metrics file, long or wide (see the module's docstring)."""
+    src = str(path)
+    if cpu_unit is not None and cpu_unit not in CPU_UNITS:
+        raise InputError("--cpu-unit", cpu_unit, "one of " + ", ".join(CPU_UNITS))
+    table = read_table(path)
+    names = {c.lower(): c for c in table.columns}
+    when = time_column or next((names[n] for n in TIME_NAMES if n in names), None)
+    if when is None or when not in table.columns:
+        raise InputError(
+            "--time-column" if time_column else "header",
+            time_column or ", ".join(clip(c, 40) for c in table.columns[:6]),
+            "a time column (" + ", ".join(TIME_NAMES) + ", or --time-column NAME)",
+            source=src,
+        )
+    times = parse_times(table[when], source=src, column=when, unit=time_unit, tz=tz)
+    table = table.with_columns(times.seconds.alias("_t")).drop(when)
+    if "component" in table.columns and "tier" not in table.columns:
+        table = table.rename({"component": "tier"})
+    if set(table.columns) >= _LONG:
+        frame, notes = _long(table, src)
+    else:
+        frame, notes = _wide(table, src, mapping, cpu_unit)
+    return Read(frame, times.absolute, [f"{path.name}: times are {times.said}", *notes])
+
+
+def _line_of(table: pl.DataFrame, mask: pl.Series) -> int | None:
+    hit = mask.arg_true()
+    return None if hit.len() == 0 else int(table["_line"][int(hit[0])])
+
+
+def _numbers(table: pl.DataFrame, column: str, src: str, unit: str) -> pl.Series:
+    """A column's values as floats (null where empty); InputError for what is not a number."""
+    text = table[column].cast(pl.String).str.strip_chars()
+    values = text.cast(pl.Float64, strict=False)
+    for mask, expected in (
+        (text.is_not_null() & (text != "") & values.is_null(), "a number"),
+        (values.is_nan(), "a number (NaN is no measurement: leave the cell empty)"),
+        (values.is_infinite(), "a finite number"),
+        ((values < 0) if unit in _NON_NEGATIVE else values.is_null() & False, "a value >= 0"),
+    ):
+        line = _line_of(table, mask.fill_null(False))
+        if line is not None:
+            bad = text[int(mask.fill_null(False).arg_true()[0])]
+            raise InputError(column, bad, expected, source=f"{src}, line {line}")
+    return values
+
+
+def _in_percent(v: pl.Series) -> bool:
+    """A fraction column written in percent: most values past 1.5, or some past 10 (a
+    utilisation a little over 1 is a fraction out of range, not a percentage)."""
+    return float(v.median() or 0.0) > PERCENT_ABOVE or float(v.max() or 0.0) > 10
+
+
+def _check_times(table: pl.DataFrame, src: str, keys: list[str]) -> None:
+    step = table.select(pl.col("_t").diff().over(keys) if keys else pl.col("_t").diff())
+    mask = (step.to_series() <= 0).fill_null(False)
+    line = _line_of(table, mask)
+    if line is not None:
+        raise InputError(
+            "time",
+            None,
+            "times increasing from row to row (this one repeats or goes back)"
+            + (f" within each {', '.join(keys)}" if keys else ""),
+            source=f"{src}, line {line}",
+        )
+
+
+def _wide(
+    table: pl.DataFrame, src: str, mapping: Mapping[str, str] | None, cpu_unit: str | None
+) -> tuple[pl.DataFrame, list[str]]:
+    _check_times(table, src, [])
+    columns = []
+    for name in table.columns:
+        if name in ("_t", "_line"):
+            continue
+        col = split_column(name, mapping)
+        if col is None:
+            raise InputError(
+                name,
+                None,
+                "a column named <component>_<metric> or <component>.<metric> with a known "
+                "metric (cpu, mem, lat_99, lod, ...), or one --map FILE names",
+                source=src,
+            )
+        columns.append(col)
+    values = {c.name: _numbers(table, c.name, src, c.unit) for c in columns}
+    cpu = [c for c in columns if c.unit == "cpu"]
+    unit = cpu_unit
+    notes = []
+    if cpu and unit is None:
+        top = max((float(values[c.name].max() or 0.0) for c in cpu), default=0.0)
+        unit = "percent" if top > PERCENT_ABOVE else "cores"
+        notes.append(
+            f"CPU columns read as {'percent of one core' if unit == 'percent' else 'cores'} "
+            f"(largest value {top:g}" + ("; --cpu-unit says otherwise)" if unit == "cores" else ")")
+        )
+    frames, empty = [], 0
+    for col in columns:
+        v = values[col.name]
+        metric, how = col.metric, col.unit
+        if how == "cpu":
+            metric, how = ("cpu_util", "fraction") if unit == "fraction" else ("cpu_cores", unit)
+        if how == "percent":
+            v, metric = v / 100.0, ("cpu_cores" if metric == "cpu" else metric)
+        elif how == "fraction" and _in_percent(v):
+            v = v / 100.0
+            notes.append(f"{col.name}: percent, divided by 100")
+        if how == "fraction":
+            mask = (v > UTIL_MAX).fill_null(False)
+            line = _line_of(table, mask)
+            if line is not None:
+                raise InputError(
+                    col.name,
+                    float(v[int(mask.arg_true()[0])]),
+                    f"a utilisation up to {UTIL_MAX:g} (a fraction of the limit)",
+                    source=f"{src}, line {line}",
+                )
+        empty += int(v.is_null().sum())
+        frames.append(
+            pl.DataFrame(
+                {"t": table["_t"], "tier": col.component, "metric": metric, "value": v}
+            ).filter(pl.col("value").is_not_null())
+        )
+    frame = pl.concat(frames).with_columns(pl.col("tier").alias("node"))
+    components = sorted(set(frame["tier"]))
+    notes.append(f"{len(columns)} columns: {len(components)} components ({', '.join(components)})")
+    if empty:
+        notes.append(f"{empty} empty cells: no measurement")
+    return frame.select("t", "tier", "node", "metric", "value"), notes
+
+
+def _long(table: pl.DataFrame, src: str) -> tuple[pl.DataFrame, list[str]]:
+    for name in ("tier", "metric"):
+        mask = (table[name].is_null() | (table[name].str.strip_chars() == "")).fill_null(True)
+        line = _line_of(table, mask)
+        if line is not None:
+            raise InputError(name, None, "a non-empty name", source=f"{src}, line {line}")
+    unknown = set(table.columns) - {"_t", "_line", "tier", "metric", "value", "node"}
+    if unknown:
+        raise InputError(
+            sorted(unknown)[0], None, "a column of a long table (time, tier, metric, value, "
+            "node)", source=src,
+        )  # fmt: skip
+    if "node" not in table.columns:
+        table = table.with_columns(pl.col("tier").alias("node"))
+    table = table.with_columns(pl.col("node").fill_null(pl.col("tier")))
+    _check_times(table, src, ["tier", "node", "metric"])
+    value = _numbers(table, "value", src, "any")
+    frame = table.with_columns(value.alias("value")).rename({"_t": "t"})
+    empty = int(frame["value"].is_null().sum())
+    frame = frame.filter(pl.col("value").is_not_null())
+    notes = [f"{empty} empty values: no measurement"] if empty else []
+    return frame.select("t", "tier", "node", "metric", "value"), notes
+
+
+def cpu_limits(
+    frame: pl.DataFrame, limits: Mapping[str, float], source: str
+) -> tuple[pl.DataFrame, list[str]]:
+    """``cpu_util`` of each component given a limit (cores), from its ``cpu_cores``; notes on
+    components without one whose CPU flattens at a ceiling."""
+    cores = frame.filter(pl.col("metric") == "cpu_cores")
+    components = set(frame["tier"])
+    for name, limit in limits.items():
+        if name not in components:
+            raise InputError(
+                "--cpu-limit", name, "a component of the data: " + ", ".join(sorted(components)),
+                source=source,
+            )  # fmt: skip
+        if not limit > 0:
+            raise InputError(f"--cpu-limit {name}", limit, "cores > 0", source=source)
+    util = cores.filter(pl.col("tier").is_in(list(limits))).with_columns(
+        (pl.col("value") / pl.col("tier").replace_strict(dict(limits))).alias("value"),
+        pl.lit("cpu_util").alias("metric"),
+    )
+    notes = [f"cpu_util of {', '.join(sorted(limits))} from --cpu-limit"] if limits else []
+    for (tier,), series in cores.group_by("tier"):
+        if tier in limits or series.height < 10:
+            continue
+        top = float(series["value"].max() or 0.0)
+        near = float((series["value"] >= (1 - CEILING_BAND) * top).mean() or 0.0)
+        if top >= 0.05 and near >= CEILING_SHARE:
+            notes.append(
+                f"{tier}'s CPU flattens at {top:.2f} cores in {near:.0%} of its samples: its "
+                f"limit? (--cpu-limit {tier}={top:.2f})"
+            )
+    without = sorted(set(cores["tier"]) - set(limits))
+    if without:
+        notes.append(
+            f"no CPU limit for {', '.join(without)}: their CPU is in cores, not a fraction of a "
+            "limit (--cpu-limit COMPONENT=CORES)"
+        )
+    return pl.concat([frame, util.select(frame.columns)]), notes
+
+
+def parse_limits(pairs: list[str] | None) -> dict[str, float]:
+    """``component=cores`` pairs (``--cpu-limit``)."""
+    out: dict[str, float] = {}
+    for text in pairs or []:
+        name, sep, value = text.partition("=")
+        try:
+            cores = float(value)
+        except ValueError:
+            cores = float("nan")
+        if not sep or not name.strip() or not cores > 0:
+            raise InputError("--cpu-limit", text, "COMPONENT=CORES with cores > 0")
+        out[name.strip()] = cores
+    return out
+
+
+def read_map(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
+    """``--map FILE``: YAML ``column: component.metric``."""
+    if path is None:
+        return None
+    from tierscope.spec._load import load_yaml
+
+    doc = load_yaml(path)
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
+    ):
+        raise InputError("--map", str(path), "a YAML mapping of column: component.metric")
+    return dict(doc)
+
+
+__all__ = [
+    "Column",
+    "Read",
+    "cpu_limits",
+    "parse_limits",
+    "read_map",
+    "read_metrics",
+    "split_column",
+]
