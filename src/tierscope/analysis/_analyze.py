@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from tierscope.analysis import bottleneck, indicators, millibottlenecks, saturation
+from tierscope.analysis import bottleneck, indicators, millibottlenecks, saturation, suspects
 from tierscope.analysis import episodes as episode_groups
 from tierscope.analysis._windows import in_steady_windows
 from tierscope.errors import InputError
@@ -157,10 +157,11 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     tiers = tier_order(run)
     notes: list[str] = []
     if run.graph.inferred and len(run.graph.components) > 1:
+        how = "in the order requests reach them" if requests is not None else "by their names"
         notes.append(
-            "the run records no call graph: its components are taken as a chain in the order "
-            "requests reach them (" + " -> ".join(run.graph.names) + "); push-back and the "
-            "roots of episodes follow it"
+            f"the run records no call graph: its components are taken as a chain {how} ("
+            + " -> ".join(run.graph.names)
+            + "); push-back and the roots of episodes follow it"
         )
 
     slo_sat = (
@@ -224,6 +225,14 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     )
     if requests is None and metrics is not None:
         notes.append("no request records: episodes are resource-saturation episodes from metrics")
+    found: list[dict[str, Any]] = []
+    if points is None and metrics is not None and metrics["level"].is_null().all():
+        found, said = suspects.rank_suspects(metrics, None if run.graph.inferred else run.graph)
+        notes.append(
+            "no load levels (incident data): no saturation curve or indicators, which need a "
+            f"sweep; suspects ranked with {said}"
+            + ("" if not run.graph.inferred else ", without a call graph (none recorded)")
+        )
 
     doc = {
         "saturation": sat,
@@ -242,6 +251,7 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
             "kind": run.kind,
             "name": run.name,
         },
+        "suspects": found,
     }
     return AnalysisDocument.model_validate(doc).model_dump(mode="json", by_alias=True)
 

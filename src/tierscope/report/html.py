@@ -205,6 +205,26 @@ def _period(group: dict[str, Any]) -> str:
     return _n(group["period_s"], 3) + ("" if spread is None else f" ± {_n(spread, 2)}")
 
 
+def _suspects_section(doc: dict[str, Any]) -> str:
+    """Incident data: every component ranked as the cause, best first (the first section)."""
+    found = doc.get("suspects") or []
+    if not found:
+        return ""
+    rows = "".join(
+        f"<tr><td>{i + 1}</td><td>{_e(s['tier'])}</td><td>{_e(s['resource'])}</td>"
+        f"<td>{_n(s['score'], 3)}</td><td>{_n(s['onset'], 4)}</td><td>{_e(s['evidence'])}</td></tr>"
+        for i, s in enumerate(found)
+    )
+    return (
+        "<h2>Suspects: which component is the cause</h2>"
+        "<p>Each component's resources against their normal behaviour: the score is how far "
+        "the departure goes, in normal spreads (90th percentile over the incident); the onset "
+        "is when it began, in seconds from the start of the data.</p>"
+        "<table><tr><th>#</th><th>component</th><th>resource</th><th>score</th>"
+        f"<th>onset [s]</th><th>evidence</th></tr>{rows}</table>"
+    )
+
+
 def _saturation_section(doc: dict[str, Any]) -> str:
     parts = ["<h2>Throughput and response time against load</h2>"]
     if not doc["saturation"]:
@@ -882,6 +902,7 @@ def render(
             f"<p>Run status: {_e(run.get('status'))}; kind: {_e(run.get('kind'))}; tiers front to "
             f"back: {_e(', '.join(doc['tiers']))}.</p>",
             notes,
+            _suspects_section(doc),
             _saturation_section(doc),
             _graph_section(doc, graph),
             _bottleneck_section(doc, series),

@@ -248,6 +248,26 @@ def _lv(v: Any) -> str:
     return "—" if v is None else f"{v:g}"
 
 
+def _suspect_parts(doc: dict[str, Any], shown: int = 5) -> list[RenderableType]:
+    """Incident data: the components ranked as the cause, best first."""
+    found = doc.get("suspects") or []
+    if not found:
+        return []
+    top = found[:shown]
+    cols = [
+        Col("#", [str(i + 1) for i in range(len(top))]),
+        Col("component", [s["tier"] for s in top], justify="left"),
+        Col("resource", [s["resource"] for s in top], justify="left"),
+        Col("score", [f"{s['score']:.1f}" for s in top]),
+        Col("onset [s]", [_lv(s["onset"]) for s in top], drop=1),
+    ]
+    first = top[0]
+    return [
+        FittedTable(cols, title="suspects (which component is the cause)", more="analyze --json"),
+        Text(f"  {first['tier']}: {first['evidence']}", overflow="fold"),
+    ]
+
+
 def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
     """Where the run saturates, what limits it, which metrics warn, which episodes hurt.
 
@@ -258,6 +278,7 @@ def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
     parts: list[RenderableType] = []
     if title:
         parts.append(Text(title, style="bold"))
+    parts += _suspect_parts(doc)
     by_level = {(b["setup"], b["level"]): b for b in doc.get("bottlenecks", [])}
     for s in doc.get("saturation", []):
         curve = s["curve"]
@@ -283,7 +304,7 @@ def analysis_summary(doc: dict[str, Any], title: str = "") -> RenderableType:
                 style="dim",
             )
         )
-    if not doc.get("saturation"):
+    if not doc.get("saturation") and not doc.get("suspects"):
         for b in doc.get("bottlenecks", []):
             parts.append(Text(f"setup {b['setup']} level {_lv(b['level'])}: {_bottleneck_cell(b)}"))
     parts += _indicator_lines(doc)

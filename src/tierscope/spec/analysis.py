@@ -332,6 +332,18 @@ class EpisodeGroup(BaseModel):
     summary: str
 
 
+class Suspect(BaseModel):
+    """A component ranked as the cause of an incident (``tierscope.analysis.suspects``)."""
+
+    model_config = _DOC
+    tier: str
+    resource: str
+    metric: str
+    score: float
+    onset: float | None
+    evidence: str
+
+
 class AnalysisDocument(BaseModel):
     """The whole of ``analysis.json``; the first five keys are PRODUCT.md §4.5."""
 
@@ -348,3 +360,5 @@ class AnalysisDocument(BaseModel):
     notes: list[str]
     options: dict[str, Any]
     run: dict[str, Any]
+    #: Incident data (no load levels): every component ranked as the cause, best first.
+    suspects: list[Suspect] = Field(default_factory=list)
