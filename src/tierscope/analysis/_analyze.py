@@ -157,11 +157,13 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     tiers = tier_order(run)
     notes: list[str] = []
     if run.graph.inferred and len(run.graph.components) > 1:
-        how = "in the order requests reach them" if requests is not None else "by their names"
         notes.append(
-            f"the run records no call graph: its components are taken as a chain {how} ("
-            + " -> ".join(run.graph.names)
-            + "); push-back and the roots of episodes follow it"
+            "the run records no call graph: its components are taken as a chain in the order "
+            "requests reach them (" + " -> ".join(run.graph.names) + "); push-back and the "
+            "roots of episodes follow it"
+            if run.graph.edges()
+            else "the run records no call graph and no requests: its components are taken as "
+            "unrelated (no push-back between them; each episode is its own root)"
         )
 
     slo_sat = (

@@ -7,7 +7,8 @@ Where they come from, first found first:
   spec's system (runs written before components were recorded); otherwise the components the
   data names, taken as a chain in the order a request's records start (a simulated sweep's
   stations in order; then :data:`KNOWN_ORDER` by the first word of a name), marked
-  ``inferred``: the calls are a guess from the order, and the analysis says so.
+  ``inferred``: the calls are a guess from the order, and the analysis says so. Data without
+  request records (metrics only) gives unrelated components: nothing says who calls whom.
 * **interval**: ``run.json``'s ``interval``; the spec's ``monitor.interval``; otherwise the
   median step between the samples of each series of the metrics (imported data).
 """
@@ -21,7 +22,7 @@ import polars as pl
 
 from tierscope.errors import InputError
 from tierscope.spec.experiment import ExperimentSpec
-from tierscope.spec.graph import Graph
+from tierscope.spec.graph import Component, Graph
 from tierscope.spec.runs import RunSpec, SimulatedSweepSpec
 
 #: Who is outside the system under test: the load generator, the host.
@@ -51,7 +52,11 @@ def graph_of(
             raise InputError("components", source, f"a components document ({exc})") from None
     if isinstance(spec, ExperimentSpec):
         return spec.system.graph
-    return Graph.chain(_data_order(spec, metrics, requests), inferred=True)
+    names = _data_order(spec, metrics, requests)
+    if _nonempty(requests) is None and not isinstance(spec, SimulatedSweepSpec):
+        # nothing tells who calls whom: the components are unrelated, not a chain by name
+        return Graph(tuple(Component(n) for n in names), None, inferred=True)
+    return Graph.chain(names, inferred=True)
 
 
 def _data_order(
