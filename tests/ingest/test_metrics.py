@@ -117,7 +117,7 @@ t,web_cpu,web_cpu_util,db_mem
     # the cpu_util column in percent (/100), and cpu_util = cores / the 0.5-core limit
     assert sorted(util) == pytest.approx(sorted([0.45, 0.55, 0.8, 1.0]))
     assert any("read as cores" in n for n in notes)
-    assert any("web_cpu_util: percent" in n for n in notes)
+    assert any("in percent, divided by 100: web_cpu_util" in n for n in notes)
     assert any("no CPU limit" in n for n in notes) is False  # web has one; db has no CPU
     # --cpu-unit decides where the data cannot
     out2, _ = import_metrics(tmp_path / "run2", [f], cpu_unit="fraction")
@@ -171,3 +171,37 @@ ts,component,metric,value
     assert doc["rows"] == {"metrics": 3} and set(doc["components"]) == {"web", "db"}
     assert any("1 empty values" in n for n in doc["notes"])
     assert doc["time_origin"] == "2022-05-17T18:37:57+00:00"
+
+
+PETSHOP = SOCKSHOP.parent / "petshop"
+
+
+def test_a_pandas_multi_level_header_and_an_adjacency_graph(tmp_path: Path) -> None:
+    """PetShop's metrics.csv (pandas column levels: component, metric, statistic; an index-name
+    row) and graph.csv (row calls column), as its README describes them: 42 components with 44
+    calls in low_traffic, rows 300 s apart, requests per interval, availability in percent."""
+    issue = PETSHOP / "low_traffic" / "test" / "issue_0"
+    out, notes = import_metrics(
+        tmp_path / "run", [issue / "metrics.csv"], graph=PETSHOP / "low_traffic" / "graph.csv"
+    )
+    run = read_run(out)
+    assert run.metrics is not None and not run.graph.inferred
+    assert len(run.graph.components) == 42 and len(run.graph.edges()) == 44
+    assert not run.graph.callers("PetSite")  # PetSite has only outgoing edges
+    m = run.metrics
+    assert set(m["metric"]) == {"rt_mean", "rt_p50", "rt_p90", "rt_p95", "rt_p99",
+                                "throughput_s", "availability"}  # fmt: skip
+    assert sorted(set(m["t"])) == [0.0, 300.0, 600.0, 900.0, 1200.0]
+    raw = issue / "metrics.csv"
+    lines = raw.read_text().splitlines()
+    names = lines[0].split(",")
+    stats = lines[2].split(",")
+    col = next(i for i, (n, s) in enumerate(zip(names, stats, strict=True))
+               if n == "PetSite" and s == "Sum")  # fmt: skip
+    first_sum = float(lines[4].split(",")[col])
+    site = m.filter(pl.col("tier") == "PetSite", pl.col("metric") == "throughput_s").sort("t")
+    assert site["value"][0] == pytest.approx(first_sum / 300)  # requests per 300 s row
+    avail = m.filter(pl.col("metric") == "availability")["value"]
+    assert avail.min() >= 0 and avail.max() <= 1  # percent, divided by 100
+    assert any("divided by the rows' step (300 s)" in n for n in notes)
+    assert any("call graph from graph.csv: 44 calls" in n for n in notes)

@@ -229,7 +229,9 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
         notes.append("no request records: episodes are resource-saturation episodes from metrics")
     found: list[dict[str, Any]] = []
     if points is None and metrics is not None and metrics["level"].is_null().all():
-        found, said = suspects.rank_suspects(metrics, None if run.graph.inferred else run.graph)
+        found, said = suspects.rank_suspects(
+            metrics, None if run.graph.inferred else run.graph, options.normal_until_s
+        )
         notes.append(
             "no load levels (incident data): no saturation curve or indicators, which need a "
             f"sweep; suspects ranked with {said}"

@@ -58,6 +58,20 @@ RESOURCE_OF: dict[str, str] = {
     "net_tx_bytes_s": "network",
     "queue_length": "queue",
 }
+#: metric -> symptom: what ranks components when the data has no resource metric at all
+#: (latency, availability and error exports such as CloudWatch's); availability departs down.
+SYMPTOM_OF: dict[str, str] = {
+    "rt_mean": "latency",
+    "rt_p50": "latency",
+    "rt_p90": "latency",
+    "rt_p95": "latency",
+    "rt_p99": "latency",
+    "availability": "errors",
+    "errors_s": "errors",
+}
+#: Fractions of success: judged by their complement (the share of failures, normally near 0,
+#: so that one failed request in a hundred is far from normal).
+DOWNWARD = frozenset({"availability"})
 #: Which resource is named when two departed exactly as far (the first can cause the later).
 CAUSE_ORDER = ("memory", "disk", "network", "cpu", "queue")
 _CAUSE_RANK = {r: i for i, r in enumerate(CAUSE_ORDER)}
@@ -70,7 +84,15 @@ FLOORS: dict[str, float] = {
     "mem_bytes": 2.0**20,
     "mem_util": 0.001,
     "disk_util": 0.01,
+    "rt_mean": 0.001,
+    "rt_p50": 0.001,
+    "rt_p90": 0.001,
+    "rt_p95": 0.001,
+    "rt_p99": 0.001,
+    "availability": 0.001,
 }
+#: Normal behaviour needs at least this many samples of a series.
+MIN_NORMAL = 2
 
 
 @dataclass(frozen=True)
@@ -87,26 +109,43 @@ class Departure:
 def _departure(
     tier: str, metric: str, normal: np.ndarray, t: np.ndarray, x: np.ndarray
 ) -> Departure | None:
-    if normal.size < 3 or x.size < ONSET_SAMPLES:
+    if normal.size < MIN_NORMAL or x.size < 1:
         return None
+    if metric in DOWNWARD:  # availability: its complement, the share of failures, departs up
+        normal, x = 1.0 - normal, 1.0 - x
     med = float(np.median(normal))
     mad = 1.4826 * float(np.median(np.abs(normal - med)))
     scale = max(mad, 0.01 * abs(med), FLOORS.get(metric, 0.0), 1e-12)
     z = (x - med) / scale
     score = float(np.quantile(z, SCORE_QUANTILE))
     above = z > Z_ONSET
-    run = np.convolve(above.astype(int), np.ones(ONSET_SAMPLES, dtype=int), mode="valid")
-    starts = np.flatnonzero(run == ONSET_SAMPLES)
+    need = min(ONSET_SAMPLES, x.size)
+    run = np.convolve(above.astype(int), np.ones(need, dtype=int), mode="valid")
+    starts = np.flatnonzero(run == need)
     onset = float(t[starts[0]]) if starts.size else None
-    return Departure(tier, metric, RESOURCE_OF[metric], score, onset, med, float(np.median(x)))
+    kind = RESOURCE_OF.get(metric) or SYMPTOM_OF[metric]
+    typical = float(np.median(x))
+    if metric in DOWNWARD:
+        med, typical = 1.0 - med, 1.0 - typical
+    return Departure(tier, metric, kind, score, onset, med, typical)
 
 
-def departures(metrics: pl.DataFrame) -> tuple[list[Departure], str]:
-    """Every (component, resource metric) series' departure, and where normal came from."""
-    m = metrics.filter(pl.col("metric").is_in(list(RESOURCE_OF)) & pl.col("value").is_finite())
-    m = m.filter(~pl.col("tier").is_in(["client", "host"]))
+def departures(
+    metrics: pl.DataFrame, normal_until: float | None = None
+) -> tuple[list[Departure], str]:
+    """Every (component, resource metric) series' departure, and where normal came from;
+    symptoms (latency, availability, errors) stand in when the data has no resource metric.
+    ``normal_until``: the data before this time is normal (else a baseline setup, else the
+    first :data:`NORMAL_FRACTION`)."""
+    m = metrics.filter(pl.col("value").is_finite() & ~pl.col("tier").is_in(["client", "host"]))
+    scored = RESOURCE_OF if m["metric"].is_in(list(RESOURCE_OF)).any() else SYMPTOM_OF
+    m = m.filter(pl.col("metric").is_in(list(scored)))
     setups = set(m["setup"].unique().to_list()) if "setup" in m.columns else set()
-    if BASELINE in setups:
+    if normal_until is not None:
+        normal_rows = m.filter(pl.col("t") < normal_until)
+        incident = m.filter(pl.col("t") >= normal_until)
+        said = f"normal behaviour before {normal_until:g} s (normal_until_s)"
+    elif BASELINE in setups:
         normal_rows = m.filter(pl.col("setup") == BASELINE)
         incident = m.filter(pl.col("setup") != BASELINE)
         said = f"normal behaviour from the '{BASELINE}' recording"
@@ -142,10 +181,15 @@ def departures(metrics: pl.DataFrame) -> tuple[list[Departure], str]:
     return found, said
 
 
-def rank_suspects(metrics: pl.DataFrame, graph: Graph | None) -> tuple[list[dict[str, Any]], str]:
+def rank_suspects(
+    metrics: pl.DataFrame, graph: Graph | None, normal_until: float | None = None
+) -> tuple[list[dict[str, Any]], str]:
     """The suspects document (best first) and where normal behaviour came from; ``graph``: a
     call graph to tell causes from victims (None: the data has none)."""
-    found, said = departures(metrics)
+    found, said = departures(metrics, normal_until)
+    symptoms = bool(found) and found[0].resource in SYMPTOM_OF.values()
+    if symptoms:
+        said += "; no resource metric: ranked by symptoms (latency, availability, errors)"
     by_tier: dict[str, list[Departure]] = {}
     for d in found:
         by_tier.setdefault(d.tier, []).append(d)
@@ -155,7 +199,9 @@ def rank_suspects(metrics: pl.DataFrame, graph: Graph | None) -> tuple[list[dict
         for d in ds:
             if d.resource not in best or d.score > best[d.resource].score:
                 best[d.resource] = d
-        ranked = sorted(best.values(), key=lambda d: (-d.score, _CAUSE_RANK[d.resource]))
+        ranked = sorted(
+            best.values(), key=lambda d: (-d.score, _CAUSE_RANK.get(d.resource, len(_CAUSE_RANK)))
+        )
         chosen[tier] = (ranked[0], [d for d in ranked if d.score >= Z_SIGNIFICANT])
     explained: dict[str, str] = {}
     if graph is not None:
@@ -167,10 +213,12 @@ def rank_suspects(metrics: pl.DataFrame, graph: Graph | None) -> tuple[list[dict
                 if other and other[1] and _earlier(other[0].onset, lead.onset):
                     explained[tier] = callee
                     break
+    reach = _symptom_paths(chosen, graph) if symptoms else None
     order = sorted(
         chosen,
         key=lambda c: (
             not chosen[c][1],
+            reach is not None and c not in reach,
             c in explained,
             -chosen[c][0].score,
             math.inf if chosen[c][0].onset is None else chosen[c][0].onset,
@@ -191,6 +239,27 @@ def rank_suspects(metrics: pl.DataFrame, graph: Graph | None) -> tuple[list[dict
             }
         )
     return out, said
+
+
+def _symptom_paths(
+    chosen: dict[str, tuple[Departure, list[Departure]]], graph: Graph | None
+) -> set[str] | None:
+    """Symptoms travel from a callee to its callers: the departed components joined to a
+    departed front component (one nobody calls) by a chain of departed callers. None without a
+    graph or a departed front."""
+    if graph is None:
+        return None
+    departed = {c for c, (_, d) in chosen.items() if d and c in graph}
+    fronts = [c for c in departed if not graph.callers(c)]
+    if not fronts:
+        return None
+    reach, todo = set(fronts), list(fronts)
+    while todo:
+        for call in graph[todo.pop()].calls:
+            if call.to in departed and call.to not in reach:
+                reach.add(call.to)
+                todo.append(call.to)
+    return reach
 
 
 def _earlier(a: float | None, b: float | None) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from tierscope.errors import InputError
+from tierscope.ingest.graph import read_graph
 from tierscope.ingest.metrics import cpu_limits, parse_limits, read_map, read_metrics
 
 PathLike = str | os.PathLike[str]
@@ -33,6 +34,7 @@ def import_metrics(
     tz: str | None = None,
     cpu_unit: str | None = None,
     cpu_limit: Sequence[str] = (),
+    graph: PathLike | None = None,
 ) -> tuple[Path, list[str]]:
     """Metric tables (long or wide; :mod:`.metrics`) written as the run folder ``out``: the
     folder and the import's notes."""
@@ -70,9 +72,15 @@ def import_metrics(
     given = {"metrics": ", ".join(str(p) for p in files)}
     if baseline:
         given[BASELINE] = ", ".join(str(p) for p in baseline)
+    calls = None
+    if graph is not None:
+        calls = read_graph(graph, metrics["tier"].unique(maintain_order=True).to_list())
+        given["graph"] = str(graph)
+        notes.append(f"call graph from {Path(graph).name}: {len(calls.edges())} calls")
     path = write_import(
-        out, {"metrics": metrics}, files=given, origin=origin, fmt="metrics", notes=notes
-    )
+        out, {"metrics": metrics}, files=given, origin=origin, fmt="metrics", notes=notes,
+        graph=calls,
+    )  # fmt: skip
     return path, notes
 
 

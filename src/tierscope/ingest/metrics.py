@@ -38,7 +38,7 @@ UTIL_MAX = 1.5
 #: A series that spends this share of its samples within CEILING_BAND of its maximum flattens
 #: at a ceiling (its limit, probably).
 CEILING_SHARE, CEILING_BAND = 0.2, 0.03
-_NON_NEGATIVE = ("bytes", "rate", "seconds", "count", "cpu", "percent", "fraction")
+_NON_NEGATIVE = ("bytes", "rate", "seconds", "count", "cpu", "percent", "fraction", "per_row")
 _LONG = {"tier", "metric", "value"}
 
 
@@ -197,17 +197,26 @@ def _wide(
             f"CPU columns read as {'percent of one core' if unit == 'percent' else 'cores'} "
             f"(largest value {top:g}" + ("; --cpu-unit says otherwise)" if unit == "cores" else ")")
         )
-    frames, empty = [], 0
+    frames, empty, percent = [], 0, []
     for col in columns:
         v = values[col.name]
         metric, how = col.metric, col.unit
         if how == "cpu":
             metric, how = ("cpu_util", "fraction") if unit == "fraction" else ("cpu_cores", unit)
+        if how == "per_row":
+            step = float(table["_t"].diff().median() or 0.0)
+            if not step > 0:
+                raise InputError(col.name, None, "rows at least two distinct times apart (a "
+                                 "count per row becomes a rate)", source=src)  # fmt: skip
+            v = v / step
+            said_rows = f"counts per row divided by the rows' step ({step:g} s) into rates"
+            if said_rows not in notes:
+                notes.append(said_rows)
         if how == "percent":
             v, metric = v / 100.0, ("cpu_cores" if metric == "cpu" else metric)
         elif how == "fraction" and _in_percent(v):
             v = v / 100.0
-            notes.append(f"{col.name}: percent, divided by 100")
+            percent.append(col.name)
         if how == "fraction":
             mask = (v > UTIL_MAX).fill_null(False)
             line = _line_of(table, mask)
@@ -224,6 +233,11 @@ def _wide(
                 {"t": table["_t"], "tier": col.component, "metric": metric, "value": v}
             ).filter(pl.col("value").is_not_null())
         )
+    if percent:
+        shown = ", ".join(percent[:3]) + (
+            f" and {len(percent) - 3} more" if len(percent) > 3 else ""
+        )
+        notes.append(f"in percent, divided by 100: {shown}")
     frame = pl.concat(frames).with_columns(pl.col("tier").alias("node"))
     components = sorted(set(frame["tier"]))
     notes.append(f"{len(columns)} columns: {len(components)} components ({', '.join(components)})")

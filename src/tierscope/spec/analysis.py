@@ -77,6 +77,10 @@ class AnalysisOptions(BaseModel):
     """An episode spans the windows whose excess queue is at least this fraction of its peak's."""
     merge_gap_s: Annotated[float, Field(ge=0.0)] = 0.1
     """Bottleneck windows separated by at most this gap form one episode."""
+    # -- suspects (incident data)
+    normal_until_s: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    """Incident data: the samples before this time [s] are normal behaviour (else a
+    ``baseline`` setup, else the first fifth of the data)."""
 
     @classmethod
     def parse(

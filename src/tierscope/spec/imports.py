@@ -111,7 +111,8 @@ def column_type(kind: str, name: str) -> str:
 # ---- wide tables (``tierscope import metrics``) ---------------------------------------------
 #: What a column's metric part means: the metric it becomes and how its values are read.
 #: ``cpu``: CPU whose unit is detected (percent of one core, cores, or a fraction of the
-#: limit); ``fraction``: 0-1, or percent when the values pass 1.5; ``bytes``, ``rate`` (per
+#: limit); ``fraction``: 0-1, or percent when the values pass 1.5; ``per_row``: a count over
+#: each row's interval, divided by the rows' time step into a rate; ``bytes``, ``rate`` (per
 #: second), ``seconds``, ``count``: as they are.
 METRIC_SUFFIXES: dict[str, tuple[str, str]] = {
     "cpu": ("cpu", "cpu"),
@@ -154,8 +155,17 @@ METRIC_SUFFIXES: dict[str, tuple[str, str]] = {
     "p99": ("rt_p99", "seconds"),
     "queue_length": ("queue_length", "count"),
     "active_workers": ("active_workers", "count"),
+    # CloudWatch / X-Ray style (a metric and its statistic, e.g. pandas column levels)
+    "latency_average": ("rt_mean", "seconds"),
+    "latency_p50": ("rt_p50", "seconds"),
+    "latency_p90": ("rt_p90", "seconds"),
+    "latency_p95": ("rt_p95", "seconds"),
+    "latency_p99": ("rt_p99", "seconds"),
+    "requests_sum": ("throughput_s", "per_row"),
+    "availability_average": ("availability", "fraction"),
+    "availability": ("availability", "fraction"),
 }
 #: Names a wide table's time column goes by (first found).
-TIME_NAMES = ("time", "ts", "timestamp", "datetime", "date", "t")
+TIME_NAMES = ("time", "ts", "timestamp", "unix_timestamp", "datetime", "date", "t")
 #: Units the user may give for CPU columns (``--cpu-unit``).
 CPU_UNITS = ("percent", "cores", "fraction")

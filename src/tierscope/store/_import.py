@@ -18,6 +18,7 @@ import polars as pl
 
 from tierscope.errors import InputError
 from tierscope.progress import tracked
+from tierscope.spec.graph import Graph
 from tierscope.spec.imports import EPOCH_MIN, TIME_COLUMNS, column_type, columns
 from tierscope.spec.runs import ImportSpec
 from tierscope.store._run import RunWriter
@@ -348,6 +349,7 @@ def write_import(
     origin: float | None,
     fmt: str = "csv",
     notes: list[str] | None = None,
+    graph: Graph | None = None,
 ) -> Path:
     """Write imported tables (in the store's schemas, times in seconds from ``origin``, the
     epoch seconds of time 0, or relative when None) as the run folder ``out`` (new or empty)."""
@@ -360,7 +362,7 @@ def write_import(
         else dt.datetime.fromtimestamp(origin, tz=dt.UTC).isoformat(),
         notes=notes or [],
     ).model_dump(mode="json", by_alias=True)
-    with RunWriter.create(out, kind="import", spec=spec) as run:
+    with RunWriter.create(out, kind="import", spec=spec, graph=graph) as run:
         for table, frame in tables.items():
             run.write(table, frame)
     return Path(out)
