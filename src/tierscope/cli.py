@@ -389,6 +389,12 @@ def import_metrics_command(
         list[str] | None,
         typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
     ] = None,
+    graph: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Import metric tables as exported by Prometheus, Grafana, cAdvisor or a spreadsheet."""
@@ -397,7 +403,7 @@ def import_metrics_command(
     with _progress_bars(as_json):
         doc = workflows.import_metrics_run(
             out_dir, files, baseline=baseline or (), mapping=mapping, time_column=time_column,
-            time_unit=time_unit, tz=tz, cpu_unit=cpu_unit, cpu_limit=cpu_limit or (),
+            time_unit=time_unit, tz=tz, cpu_unit=cpu_unit, cpu_limit=cpu_limit or (), graph=graph,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 

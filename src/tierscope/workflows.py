@@ -80,8 +80,8 @@ def import_metrics_run(
 ) -> dict[str, Any]:
     """Metric tables, long or wide, as monitoring tools export them (``options``: those of
     :func:`tierscope.ingest.import_metrics`: ``baseline``, ``mapping``, ``time_column``,
-    ``time_unit``, ``tz``, ``cpu_unit``, ``cpu_limit``), written as a run folder; what was
-    imported and how it was read (``notes``)."""
+    ``time_unit``, ``tz``, ``cpu_unit``, ``cpu_limit``, ``graph``), written as a run folder;
+    what was imported and how it was read (``notes``)."""
     from tierscope.ingest import import_metrics
 
     path, _ = import_metrics(out_dir, files, **options)

@@ -184,6 +184,9 @@ def test_a_pandas_multi_level_header_and_an_adjacency_graph(tmp_path: Path) -> N
     out, notes = import_metrics(
         tmp_path / "run", [issue / "metrics.csv"], graph=PETSHOP / "low_traffic" / "graph.csv"
     )
+    assert main(["import", "metrics", str(issue / "metrics.csv"), "--out", str(tmp_path / "cli"),
+                 "--graph", str(PETSHOP / "low_traffic" / "graph.csv")]) == 0  # fmt: skip
+    assert read_run(tmp_path / "cli").graph == read_run(out).graph
     run = read_run(out)
     assert run.metrics is not None and not run.graph.inferred
     assert len(run.graph.components) == 42 and len(run.graph.edges()) == 44
