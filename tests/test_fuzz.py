@@ -10,6 +10,7 @@ Bad input must give exit status 2 and a short message; no command may run past i
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import string
@@ -596,6 +597,42 @@ def test_fuzz_wide_metric_imports_and_their_analysis(
     out = tmp_path / "run"
     flags = [f for pair in options for f in pair]
     code = tierscope(capsys, "import", "metrics", csv, "--out", out, *flags)[0]
+    assert code in (0, 2)
+    if code == 0:
+        assert tierscope(capsys, "analyze", out, "--no-write", "--json")[0] in (0, 2)
+        shutil.rmtree(out)
+
+
+SERIES = st.fixed_dictionaries(
+    {
+        "metric": st.dictionaries(st.sampled_from(["job", "container", "__name__", "x"]),
+                                  st.sampled_from(["a", "b", "container_cpu_usage_seconds_total",
+                                                   ""]), max_size=3),
+        "values": st.lists(st.lists(NUMBERS | st.sampled_from(["NaN", "x", "1652565600"]),
+                                    min_size=1, max_size=3), max_size=4),
+    }
+)  # fmt: skip
+
+
+@settings(FUZZ, max_examples=40)
+@given(
+    doc=DOCS
+    | st.fixed_dictionaries(
+        {"data": st.fixed_dictionaries({"resultType": st.sampled_from(["matrix", "vector"]),
+                                        "result": st.lists(SERIES, max_size=3)})}
+    ),
+    name=st.sampled_from(["cpu", "mem", "query"]),
+)  # fmt: skip
+def test_fuzz_prometheus_answers_and_their_analysis(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: Any, name: str
+) -> None:
+    f = tmp_path / f"{name}.json"
+    try:
+        f.write_text(json.dumps(doc))
+    except (TypeError, ValueError):  # not JSON-serialisable: not an answer Prometheus writes
+        return
+    out = tmp_path / "run"
+    code = tierscope(capsys, "import", "prometheus", f, "--out", out)[0]
     assert code in (0, 2)
     if code == 0:
         assert tierscope(capsys, "analyze", out, "--no-write", "--json")[0] in (0, 2)

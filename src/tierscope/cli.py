@@ -401,9 +401,59 @@ def import_metrics_command(
     from tierscope.report import terminal
 
     with _progress_bars(as_json):
-        doc = workflows.import_metrics_run(
-            out_dir, files, baseline=baseline or (), mapping=mapping, time_column=time_column,
-            time_unit=time_unit, tz=tz, cpu_unit=cpu_unit, cpu_limit=cpu_limit or (), graph=graph,
+        doc = workflows.import_data(
+            "metrics", out_dir, files, baseline=baseline or (), mapping=mapping,
+            time_column=time_column, time_unit=time_unit, tz=tz, cpu_unit=cpu_unit,
+            cpu_limit=cpu_limit or (), graph=graph,
+        )  # fmt: skip
+    _emit(doc, as_json, terminal.imported)
+
+
+@import_app.command("prometheus")
+def import_prometheus_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE...", help="query_range results (JSON), one per query."),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
+    ],
+    component_label: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Label naming the component (repeatable; default job, container, pod, service)."
+        ),
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option(help="The metric of every file (default: the file's name).")
+    ] = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="The same queries in normal operation (repeatable)."),
+    ] = None,
+    cpu_unit: Annotated[
+        str | None, typer.Option(help="CPU series: percent | cores | fraction (else detected).")
+    ] = None,
+    cpu_limit: Annotated[
+        list[str] | None,
+        typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
+    ] = None,
+    graph: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import Prometheus query_range results (the JSON of /api/v1/query_range)."""
+    from tierscope.report import terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.import_data(
+            "prometheus", out_dir, files, component_label=component_label or (),
+            metric=metric, baseline=baseline or (), cpu_unit=cpu_unit,
+            cpu_limit=cpu_limit or (), graph=graph,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 

@@ -75,16 +75,19 @@ def import_run(
     return _imported(import_csv(out_dir, metrics=metrics, requests=requests, points=points))
 
 
-def import_metrics_run(
-    out_dir: PathLike, files: Sequence[PathLike], **options: Any
+def import_data(
+    fmt: str, out_dir: PathLike, files: Sequence[PathLike], **options: Any
 ) -> dict[str, Any]:
-    """Metric tables, long or wide, as monitoring tools export them (``options``: those of
-    :func:`tierscope.ingest.import_metrics`: ``baseline``, ``mapping``, ``time_column``,
-    ``time_unit``, ``tz``, ``cpu_unit``, ``cpu_limit``, ``graph``), written as a run folder;
-    what was imported and how it was read (``notes``)."""
-    from tierscope.ingest import import_metrics
+    """Files another tool wrote, in format ``fmt`` (``metrics``: long or wide metric tables;
+    ``prometheus``: query_range results), written as a run folder; what was imported and how it
+    was read (``notes``). ``options``: those of :func:`tierscope.ingest.import_metrics` or
+    :func:`tierscope.ingest.import_prometheus` (``baseline``, ``cpu_limit``, ``graph``, ...)."""
+    from tierscope import ingest
 
-    path, _ = import_metrics(out_dir, files, **options)
+    importers = {"metrics": ingest.import_metrics, "prometheus": ingest.import_prometheus}
+    if fmt not in importers:
+        raise InputError("format", fmt, "one of " + ", ".join(importers))
+    path, _ = importers[fmt](out_dir, files, **options)
     return _imported(path)
 
 
@@ -577,7 +580,7 @@ __all__ = [
     "corpus_run",
     "default_run_dir",
     "estimate_input",
-    "import_metrics_run",
+    "import_data",
     "import_run",
     "learn_data",
     "offer_load",

@@ -10,14 +10,14 @@ the same run as setup ``baseline``, the data itself as setup ``s0``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import polars as pl
 
 from tierscope.errors import InputError
 from tierscope.ingest.graph import read_graph
-from tierscope.ingest.metrics import cpu_limits, parse_limits, read_map, read_metrics
+from tierscope.ingest.metrics import Read, cpu_limits, parse_limits, read_map, read_metrics
 
 PathLike = str | os.PathLike[str]
 BASELINE = "baseline"
@@ -38,21 +38,61 @@ def import_metrics(
 ) -> tuple[Path, list[str]]:
     """Metric tables (long or wide; :mod:`.metrics`) written as the run folder ``out``: the
     folder and the import's notes."""
+    options = {"mapping": read_map(mapping), "time_column": time_column,
+               "time_unit": time_unit, "tz": tz, "cpu_unit": cpu_unit}  # fmt: skip
+    return _import(
+        out, "metrics", lambda p: read_metrics(p, **options), files, baseline, cpu_limit, graph
+    )
+
+
+def import_prometheus(
+    out: PathLike,
+    files: Sequence[PathLike],
+    *,
+    baseline: Sequence[PathLike] = (),
+    component_label: Sequence[str] = (),
+    metric: str | None = None,
+    cpu_unit: str | None = None,
+    cpu_limit: Sequence[str] = (),
+    graph: PathLike | None = None,
+) -> tuple[Path, list[str]]:
+    """Prometheus ``query_range`` result files (:mod:`.prometheus`) written as the run folder
+    ``out``: the folder and the import's notes."""
+    from tierscope.ingest.prometheus import COMPONENT_LABELS, read_prometheus
+
+    labels = tuple(component_label) or COMPONENT_LABELS
+    return _import(
+        out,
+        "prometheus",
+        lambda p: read_prometheus(p, component_labels=labels, metric=metric, cpu_unit=cpu_unit),
+        files,
+        baseline,
+        cpu_limit,
+        graph,
+    )
+
+
+def _import(
+    out: PathLike,
+    fmt: str,
+    read: Callable[[Path], Read],
+    files: Sequence[PathLike],
+    baseline: Sequence[PathLike],
+    cpu_limit: Sequence[str],
+    graph: PathLike | None,
+) -> tuple[Path, list[str]]:
     from tierscope.store import write_import
 
     if not files:
-        raise InputError("FILE", None, "at least one metrics file")
-    names = read_map(mapping)
+        raise InputError("FILE", None, f"at least one {fmt} file")
     limits = parse_limits(list(cpu_limit))
-    options = {"mapping": names, "time_column": time_column, "time_unit": time_unit, "tz": tz,
-               "cpu_unit": cpu_unit}  # fmt: skip
     parts, notes, absolute = [], [], set()
     for setup, paths in (("s0", files), (BASELINE, baseline)):
         for path in paths:
-            read = read_metrics(Path(path), **options)  # type: ignore[arg-type]
-            parts.append(read.frame.with_columns(pl.lit(setup).alias("setup")))
-            notes += read.notes
-            absolute.add(read.absolute)
+            found = read(Path(path))
+            parts.append(found.frame.with_columns(pl.lit(setup).alias("setup")))
+            notes += found.notes
+            absolute.add(found.absolute)
     if len(absolute) > 1:
         raise InputError(
             "time", None, "absolute times in every file, or relative seconds in every file"
@@ -69,7 +109,7 @@ def import_metrics(
     metrics = frame.with_columns(
         pl.lit(None, pl.Float64).alias("level"), pl.lit(0, pl.Int64).alias("rep")
     ).select("t", "setup", "level", "rep", "tier", "node", "metric", "value")
-    given = {"metrics": ", ".join(str(p) for p in files)}
+    given = {fmt: ", ".join(str(p) for p in files)}
     if baseline:
         given[BASELINE] = ", ".join(str(p) for p in baseline)
     calls = None
@@ -78,10 +118,10 @@ def import_metrics(
         given["graph"] = str(graph)
         notes.append(f"call graph from {Path(graph).name}: {len(calls.edges())} calls")
     path = write_import(
-        out, {"metrics": metrics}, files=given, origin=origin, fmt="metrics", notes=notes,
+        out, {"metrics": metrics}, files=given, origin=origin, fmt=fmt, notes=notes,
         graph=calls,
     )  # fmt: skip
     return path, notes
 
 
-__all__ = ["BASELINE", "import_metrics"]
+__all__ = ["BASELINE", "import_metrics", "import_prometheus"]

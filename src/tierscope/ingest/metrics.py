@@ -122,7 +122,7 @@ def read_metrics(
     if set(table.columns) >= _LONG:
         frame, notes = _long(table, src)
     else:
-        frame, notes = _wide(table, src, mapping, cpu_unit)
+        frame, notes = wide_frame(table, src, mapping, cpu_unit)
     return Read(frame, times.absolute, [f"{path.name}: times are {times.said}", *notes])
 
 
@@ -168,7 +168,7 @@ def _check_times(table: pl.DataFrame, src: str, keys: list[str]) -> None:
         )
 
 
-def _wide(
+def wide_frame(
     table: pl.DataFrame, src: str, mapping: Mapping[str, str] | None, cpu_unit: str | None
 ) -> tuple[pl.DataFrame, list[str]]:
     _check_times(table, src, [])
