@@ -228,7 +228,10 @@ def analyze(run: RunLike, options: AnalysisOptions | None = None) -> dict[str, A
     if requests is None and metrics is not None:
         notes.append("no request records: episodes are resource-saturation episodes from metrics")
     found: list[dict[str, Any]] = []
-    if points is None and metrics is not None and metrics["level"].is_null().all():
+    no_levels = metrics is not None and (
+        "level" not in metrics.columns or metrics["level"].is_null().all()
+    )
+    if points is None and metrics is not None and no_levels:
         found, said = suspects.rank_suspects(
             metrics, None if run.graph.inferred else run.graph, options.normal_until_s
         )
