@@ -70,7 +70,7 @@ def import_run(
     points: PathLike | None = None,
 ) -> dict[str, Any]:
     """Write users' CSV files as a run folder; what was imported."""
-    from tierscope.store import import_csv
+    from tierscope.ingest.csv import import_csv
 
     return _imported(import_csv(out_dir, metrics=metrics, requests=requests, points=points))
 

@@ -15,9 +15,10 @@ from tests.analysis.test_analyze import SERVICE as RUNNER_SERVICE
 from tierscope.analysis import analyze
 from tierscope.analysis.datasets import Stall, chain_requests, chain_sweep
 from tierscope.analysis.episodes import group_episodes
+from tierscope.ingest.csv import import_csv
 from tierscope.sim import record_simulated_sweep
 from tierscope.spec import load_model
-from tierscope.store import Run, import_csv, read_run
+from tierscope.store import Run, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN = ROOT / "examples" / "models" / "millibottleneck-twin.yaml"

@@ -15,10 +15,11 @@ from tests.analysis.cgroup_data import data_dir, write_metrics_csv
 from tierscope.analysis import analyze
 from tierscope.analysis.datasets import Stall, chain_requests
 from tierscope.analysis.millibottlenecks import tier_windows, vlrt_links
+from tierscope.ingest.csv import import_csv
 from tierscope.sim import record_simulated_sweep
 from tierscope.spec import load_model
 from tierscope.spec.analysis import AnalysisOptions
-from tierscope.store import Run, import_csv, read_run
+from tierscope.store import Run, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN = ROOT / "examples" / "models" / "millibottleneck-twin.yaml"

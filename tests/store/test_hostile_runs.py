@@ -13,9 +13,10 @@ import pytest
 
 from tierscope.analysis.saturation import analyze_saturation
 from tierscope.errors import InputError
+from tierscope.ingest._files import MAX_HEADER_BYTES
+from tierscope.ingest.csv import import_csv
 from tierscope.spec.analysis import AnalysisOptions
-from tierscope.store import RunWriter, _run, import_csv, read_run, scan_table
-from tierscope.store._import import MAX_HEADER_BYTES
+from tierscope.store import RunWriter, _run, read_run, scan_table
 
 
 def _points_run(path: Path, throughput: list[float]) -> Path:

@@ -13,11 +13,12 @@ import pytest
 
 from tierscope.cli import main
 from tierscope.errors import InputError
+from tierscope.ingest.csv import import_csv
 from tierscope.sim import record_simulated_sweep, record_simulation
 from tierscope.spec import Model, Workload, load_model, load_workload
 from tierscope.spec.experiment import ExperimentSpec
 from tierscope.spec.runs import ImportSpec, SimulatedSweepSpec, plus_one_pairs, workload_mode
-from tierscope.store import RunWriter, import_csv, read_run
+from tierscope.store import RunWriter, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN = ROOT / "examples" / "models" / "millibottleneck-twin.yaml"

@@ -52,7 +52,7 @@ def read_table(path: Path) -> pl.DataFrame:
         dup = next(n for n in names if names.count(n) > 1)
         raise InputError(dup, None, "column names that appear once", source=src)
     if frame.height == 0:
-        raise InputError("rows", 0, "data rows (the file has only a header)", source=src)
+        raise InputError("rows", 0, "data rows (the file is empty but for its header)", source=src)
     first = 2 if levels is None else levels[1] + 1
     return frame.rename(dict(zip(frame.columns, names, strict=True))).with_row_index(
         "_line", offset=first

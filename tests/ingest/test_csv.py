@@ -10,7 +10,8 @@ import pytest
 
 from tierscope.cli import main
 from tierscope.errors import InputError
-from tierscope.store import import_csv, read_run
+from tierscope.ingest.csv import import_csv
+from tierscope.store import read_run
 
 
 def write(path: Path, text: str) -> Path:
