@@ -411,13 +411,22 @@ def import_metrics_command(
 
 @import_app.command("prometheus")
 def import_prometheus_command(
-    files: Annotated[
-        list[Path],
-        typer.Argument(metavar="FILE...", help="query_range results (JSON), one per query."),
-    ],
     out_dir: Annotated[
         Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
     ],
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="[FILE...]", help="query_range answers (JSON), one per query."),
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Ask this Prometheus server instead (with --query-file).")
+    ] = None,
+    query_file: Annotated[
+        Path | None, typer.Option(metavar="Q.yaml", help="metric: PromQL, one per line.")
+    ] = None,
+    start: Annotated[str | None, typer.Option(help="From (epoch seconds or ISO 8601).")] = None,
+    end: Annotated[str | None, typer.Option(help="Until (epoch seconds or ISO 8601).")] = None,
+    step: Annotated[float, typer.Option(help="Seconds between samples.")] = 15.0,
     component_label: Annotated[
         list[str] | None,
         typer.Option(
@@ -446,14 +455,14 @@ def import_prometheus_command(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Import Prometheus query_range results (the JSON of /api/v1/query_range)."""
+    """Import Prometheus query_range answers: JSON files, or asked of a server (--url)."""
     from tierscope.report import terminal
 
     with _progress_bars(as_json):
         doc = workflows.import_data(
-            "prometheus", out_dir, files, component_label=component_label or (),
-            metric=metric, baseline=baseline or (), cpu_unit=cpu_unit,
-            cpu_limit=cpu_limit or (), graph=graph,
+            "prometheus", out_dir, files or (), url=url, query_file=query_file, start=start,
+            end=end, step=step, component_label=component_label or (), metric=metric,
+            baseline=baseline or (), cpu_unit=cpu_unit, cpu_limit=cpu_limit or (), graph=graph,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 

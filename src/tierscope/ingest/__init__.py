@@ -10,7 +10,7 @@ the same run as setup ``baseline``, the data itself as setup ``s0``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -38,17 +38,25 @@ def import_metrics(
 ) -> tuple[Path, list[str]]:
     """Metric tables (long or wide; :mod:`.metrics`) written as the run folder ``out``: the
     folder and the import's notes."""
+    if not files:
+        raise InputError("FILE", None, "at least one metrics file")
     options = {"mapping": read_map(mapping), "time_column": time_column,
                "time_unit": time_unit, "tz": tz, "cpu_unit": cpu_unit}  # fmt: skip
-    return _import(
-        out, "metrics", lambda p: read_metrics(p, **options), files, baseline, cpu_limit, graph
-    )
+    main = [read_metrics(Path(f), **options) for f in files]  # type: ignore[arg-type]
+    normal = [read_metrics(Path(f), **options) for f in baseline]  # type: ignore[arg-type]
+    return _write(out, "metrics", main, normal, cpu_limit, graph,
+                  _given("metrics", files, baseline))  # fmt: skip
 
 
 def import_prometheus(
     out: PathLike,
-    files: Sequence[PathLike],
+    files: Sequence[PathLike] = (),
     *,
+    url: str | None = None,
+    query_file: PathLike | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    step: float = 15.0,
     baseline: Sequence[PathLike] = (),
     component_label: Sequence[str] = (),
     metric: str | None = None,
@@ -56,40 +64,82 @@ def import_prometheus(
     cpu_limit: Sequence[str] = (),
     graph: PathLike | None = None,
 ) -> tuple[Path, list[str]]:
-    """Prometheus ``query_range`` result files (:mod:`.prometheus`) written as the run folder
-    ``out``: the folder and the import's notes."""
-    from tierscope.ingest.prometheus import COMPONENT_LABELS, read_prometheus
+    """Prometheus ``query_range`` answers (:mod:`.prometheus`) written as the run folder
+    ``out``: from answer files, or asked of the server at ``url`` (``query_file``: YAML
+    ``metric: PromQL``; ``start``/``end``: epoch seconds or ISO 8601; ``step`` seconds)."""
+    from tierscope.ingest.prometheus import COMPONENT_LABELS, query_range, read_prometheus
 
     labels = tuple(component_label) or COMPONENT_LABELS
-    return _import(
-        out,
-        "prometheus",
-        lambda p: read_prometheus(p, component_labels=labels, metric=metric, cpu_unit=cpu_unit),
-        files,
-        baseline,
-        cpu_limit,
-        graph,
-    )
+
+    def read(paths: Sequence[PathLike]) -> list[Read]:
+        return [read_prometheus(Path(f), component_labels=labels, metric=metric,
+                                cpu_unit=cpu_unit) for f in paths]  # fmt: skip
+
+    if (url is None) == (not files):
+        raise InputError("FILE/--url", url, "answer files, or --url with --query-file (not both)")
+    if url is None:
+        main, given = read(files), _given("prometheus", files, baseline)
+    else:
+        queries = _queries(query_file)
+        t0, t1 = _instant("--start", start), _instant("--end", end)
+        main = query_range(url, queries, start=t0, end=t1, step=step,
+                           component_labels=labels, cpu_unit=cpu_unit)  # fmt: skip
+        given = {"prometheus": f"{url} {start}..{end} every {step:g} s: " + ", ".join(queries)}
+        if baseline:
+            given["baseline"] = ", ".join(str(p) for p in baseline)
+    return _write(out, "prometheus", main, read(baseline), cpu_limit, graph, given)
 
 
-def _import(
+def _queries(path: PathLike | None) -> dict[str, str]:
+    from tierscope.spec._load import load_yaml
+
+    if path is None:
+        raise InputError("--query-file", None, "a YAML file of metric: PromQL (with --url)")
+    doc = load_yaml(path)
+    if (
+        not isinstance(doc, dict)
+        or not doc
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items())
+    ):
+        raise InputError("--query-file", str(path), "a YAML mapping of metric: PromQL")
+    return dict(doc)
+
+
+def _instant(flag: str, text: str | None) -> float:
+    from tierscope.ingest._time import parse_times
+
+    if text is None:
+        raise InputError(flag, None, "a time: epoch seconds or ISO 8601 (with --url)")
+    times = parse_times(pl.Series(flag, [text]), source=flag, column=flag)
+    if not times.absolute:
+        raise InputError(flag, text, "an absolute time: epoch seconds or ISO 8601")
+    return float(times.seconds[0])
+
+
+def _given(fmt: str, files: Sequence[PathLike], baseline: Sequence[PathLike]) -> dict[str, str]:
+    given = {fmt: ", ".join(str(p) for p in files)}
+    if baseline:
+        given[BASELINE] = ", ".join(str(p) for p in baseline)
+    return given
+
+
+def _write(
     out: PathLike,
     fmt: str,
-    read: Callable[[Path], Read],
-    files: Sequence[PathLike],
-    baseline: Sequence[PathLike],
+    main: list[Read],
+    normal: list[Read],
     cpu_limit: Sequence[str],
     graph: PathLike | None,
+    given: dict[str, str],
 ) -> tuple[Path, list[str]]:
+    """The reads as one run: the data as setup ``s0``, the baseline's as ``baseline``, times
+    rebased to the earliest, the CPU limits and the call graph applied."""
     from tierscope.store import write_import
 
-    if not files:
-        raise InputError("FILE", None, f"at least one {fmt} file")
     limits = parse_limits(list(cpu_limit))
     parts, notes, absolute = [], [], set()
-    for setup, paths in (("s0", files), (BASELINE, baseline)):
-        for path in paths:
-            found = read(Path(path))
+    for setup, reads in (("s0", main), (BASELINE, normal)):
+        for found in reads:
             parts.append(found.frame.with_columns(pl.lit(setup).alias("setup")))
             notes += found.notes
             absolute.add(found.absolute)
@@ -100,8 +150,8 @@ def _import(
     frame = pl.concat(parts)
     if frame.height == 0:
         raise InputError("values", None, "at least one measurement (every cell is empty)",
-                         source=str(files[0]))  # fmt: skip
-    frame, said = cpu_limits(frame, limits, str(files[0]))
+                         source=next(iter(given.values())))  # fmt: skip
+    frame, said = cpu_limits(frame, limits, next(iter(given.values())))
     notes += said
     origin = float(frame["t"].min()) if absolute == {True} else None  # type: ignore[arg-type]
     if origin is not None:
@@ -109,9 +159,6 @@ def _import(
     metrics = frame.with_columns(
         pl.lit(None, pl.Float64).alias("level"), pl.lit(0, pl.Int64).alias("rep")
     ).select("t", "setup", "level", "rep", "tier", "node", "metric", "value")
-    given = {fmt: ", ".join(str(p) for p in files)}
-    if baseline:
-        given[BASELINE] = ", ".join(str(p) for p in baseline)
     calls = None
     if graph is not None:
         calls = read_graph(graph, metrics["tier"].unique(maintain_order=True).to_list())

@@ -46,6 +46,17 @@ def read_prometheus(
         raise InputError("file", src, f"a readable file ({exc.strerror})", source=src) from None
     except (ValueError, RecursionError) as exc:
         raise InputError("file", src, f"JSON ({clip(str(exc), 120)})", source=src) from None
+    known = path.stem if path.stem.lower() in METRIC_SUFFIXES else None
+    return answer_frame(doc, src, path.name, metric or known, component_labels, cpu_unit)
+
+
+def answer_frame(
+    doc: object, src: str, label: str, metric: str | None,
+    component_labels: tuple[str, ...] = COMPONENT_LABELS, cpu_unit: str | None = None,
+) -> Read:  # fmt: skip
+    """A ``query_range`` answer (decoded JSON) as long samples; ``metric``: the metric of every
+    series (else each series' known ``__name__``). A raw counter (``__name__`` ending in
+    ``_total``) becomes a rate."""
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
         raise InputError(
@@ -73,11 +84,10 @@ def read_prometheus(
                 + " (--component-label)", source=src,
             )  # fmt: skip
         name = str(labels.get("__name__", ""))
-        suffix = metric or (path.stem if path.stem.lower() in METRIC_SUFFIXES else None)
-        suffix = suffix or PROM_NAMES.get(name)
+        suffix = metric or PROM_NAMES.get(name)
         if suffix is None or suffix not in METRIC_SUFFIXES:
             raise InputError(
-                "--metric", suffix or name or path.stem,
+                "--metric", suffix or name or label,
                 "a known metric (" + ", ".join(sorted(METRIC_SUFFIXES)[:8]) + ", ...): name the "
                 "file after it or give --metric", source=src,
             )  # fmt: skip
@@ -100,14 +110,14 @@ def read_prometheus(
             v = str(pair[1])
             points[t] = "" if v.lower() in ("nan", "+inf", "-inf", "inf") else v
         columns[column] = points
-        if name.endswith("_total") and metric is None:
+        if name.endswith("_total"):
             counters.append(column)
     times = sorted({t for pts in columns.values() for t in pts})
     table = pl.DataFrame(
         {"_t": times, **{c: [pts.get(t) for t in times] for c, pts in columns.items()}},
         schema={"_t": pl.Float64, **dict.fromkeys(columns, pl.String)},
     ).with_row_index("_line", offset=1)
-    notes = [f"{path.name}: {len(columns)} series, {len(times)} times (epoch seconds)"]
+    notes = [f"{label}: {len(columns)} series, {len(times)} times (epoch seconds)"]
     if counters:
         rate = {c: pl.col(c).cast(pl.Float64, strict=False).diff() / pl.col("_t").diff()
                 for c in counters}  # fmt: skip
@@ -121,4 +131,47 @@ def read_prometheus(
     return Read(frame, True, notes + said)
 
 
-__all__ = ["COMPONENT_LABELS", "PROM_NAMES", "read_prometheus"]
+def query_range(
+    url: str, queries: dict[str, str], *, start: float, end: float, step: float,
+    component_labels: tuple[str, ...] = COMPONENT_LABELS, cpu_unit: str | None = None,
+    timeout_s: float = 30.0,
+) -> list[Read]:  # fmt: skip
+    """Ask the Prometheus server at ``url`` each query (metric -> PromQL) over [start, end]
+    every ``step`` seconds (``/api/v1/query_range``): one :class:`Read` per query."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    if not end > start or not step > 0:
+        raise InputError("--start/--end/--step", f"{start}/{end}/{step}",
+                         "start before end and a step > 0 (seconds)")  # fmt: skip
+    base = url.rstrip("/") + "/api/v1/query_range?"
+    out = []
+    for metric, expr in queries.items():
+        if metric not in METRIC_SUFFIXES:
+            raise InputError(f"--query-file {metric}", metric, "a known metric name as the key ("
+                             + ", ".join(sorted(METRIC_SUFFIXES)[:8]) + ", ...)")  # fmt: skip
+        query = urllib.parse.urlencode(
+            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        )
+        try:
+            with urllib.request.urlopen(base + query, timeout=timeout_s) as answer:
+                doc = json.loads(answer.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            why = exc.read().decode("utf-8", "replace")
+            raise InputError(
+                f"--query-file {metric}",
+                expr,
+                f"a query the server takes ({exc.code}: {clip(why, 200)})",
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise InputError("--url", url, f"a Prometheus server that answers ({reason})") from None
+        except ValueError as exc:
+            raise InputError("--url", url, f"JSON answers ({clip(str(exc), 120)})") from None
+        out.append(answer_frame(doc, f"{url} ({metric})", metric, metric, component_labels,
+                                cpu_unit))  # fmt: skip
+    return out
+
+
+__all__ = ["COMPONENT_LABELS", "PROM_NAMES", "answer_frame", "query_range", "read_prometheus"]
