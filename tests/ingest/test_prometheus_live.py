@@ -5,11 +5,13 @@ for a range and finds the exporter's gauge exactly and the server's own memory a
 from __future__ import annotations
 
 import http.server
+import json
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +52,19 @@ class _Exporter(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _wait_for_scrapes(url: str, n: int, timeout_s: float = 90.0) -> None:
+    """Until both jobs were scraped ``n`` times (the server scrapes every second)."""
+    query = urllib.parse.urlencode({"query": f"count(count_over_time(up[60s]) >= {n})"})
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as answer:
+            result = json.loads(answer.read())["data"]["result"]
+        if result and float(result[0]["value"][1]) == 2:  # both jobs
+            return
+        time.sleep(0.5)
+    pytest.fail(f"prometheus did not scrape both jobs {n} times in {timeout_s:g} s")
+
+
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("prometheus")
@@ -66,10 +81,11 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "  - job_name: demo\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
     )
+    log = (work / "log").open("w")
     proc = subprocess.Popen(
         [str(binary), f"--config.file={work / 'prometheus.yml'}",
          f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(work / "log").open("w"), cwd=work,
+        stdout=subprocess.DEVNULL, stderr=log, cwd=work,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -83,12 +99,14 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.2)
         else:
             pytest.fail("prometheus not ready in 60 s: " + (work / "log").read_text()[-2000:])
-        time.sleep(8)  # several scrapes of both jobs
+        _wait_for_scrapes(url, 8)
         yield url
     finally:
         proc.terminate()
         proc.wait(10)
+        log.close()
         exporter.shutdown()
+        exporter.server_close()
 
 
 def test_a_range_asked_of_a_real_server(prometheus: str, tmp_path: Path) -> None:
