@@ -342,13 +342,18 @@ def import_csv_command(
     points: Annotated[
         Path | None, typer.Option(metavar="FILE.csv", help="level,throughput[,setup,rep,...]")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Write your own CSV measurements as a run folder that analyze and report read."""
     from tierscope.report import terminal
 
     with _progress_bars(as_json):
-        doc = workflows.import_run(out_dir, metrics=metrics, requests=requests, points=points)
+        doc = workflows.import_run(
+            out_dir, metrics=metrics, requests=requests, points=points, force=force
+        )
     _emit(
         doc,
         as_json,
@@ -395,6 +400,9 @@ def import_metrics_command(
             metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Import metric tables as exported by Prometheus, Grafana, cAdvisor or a spreadsheet."""
@@ -404,7 +412,7 @@ def import_metrics_command(
         doc = workflows.import_data(
             "metrics", out_dir, files, baseline=baseline or (), mapping=mapping,
             time_column=time_column, time_unit=time_unit, tz=tz, cpu_unit=cpu_unit,
-            cpu_limit=cpu_limit or (), graph=graph,
+            cpu_limit=cpu_limit or (), graph=graph, force=force,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 
@@ -453,6 +461,9 @@ def import_prometheus_command(
             metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Import Prometheus query_range answers: JSON files, or asked of a server (--url)."""
@@ -463,6 +474,7 @@ def import_prometheus_command(
             "prometheus", out_dir, files or (), url=url, query_file=query_file, start=start,
             end=end, step=step, component_label=component_label or (), metric=metric,
             baseline=baseline or (), cpu_unit=cpu_unit, cpu_limit=cpu_limit or (), graph=graph,
+            force=force,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 

@@ -68,11 +68,15 @@ def import_run(
     metrics: PathLike | None = None,
     requests: PathLike | None = None,
     points: PathLike | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Write users' CSV files as a run folder; what was imported."""
+    """Write users' CSV files as a run folder; what was imported. ``force``: replace a run
+    folder's own files (nothing else in the folder)."""
     from tierscope.ingest.csv import import_csv
 
-    return _imported(import_csv(out_dir, metrics=metrics, requests=requests, points=points))
+    return _imported(
+        import_csv(out_dir, metrics=metrics, requests=requests, points=points, force=force)
+    )
 
 
 def import_data(

@@ -35,6 +35,7 @@ def import_metrics(
     cpu_unit: str | None = None,
     cpu_limit: Sequence[str] = (),
     graph: PathLike | None = None,
+    force: bool = False,
 ) -> tuple[Path, list[str]]:
     """Metric tables (long or wide; :mod:`.metrics`) written as the run folder ``out``: the
     folder and the import's notes."""
@@ -45,7 +46,7 @@ def import_metrics(
     main = [read_metrics(Path(f), **options) for f in files]  # type: ignore[arg-type]
     normal = [read_metrics(Path(f), **options) for f in baseline]  # type: ignore[arg-type]
     return _write(out, "metrics", main, normal, cpu_limit, graph,
-                  _given("metrics", files, baseline))  # fmt: skip
+                  _given("metrics", files, baseline), force)  # fmt: skip
 
 
 def import_prometheus(
@@ -63,6 +64,7 @@ def import_prometheus(
     cpu_unit: str | None = None,
     cpu_limit: Sequence[str] = (),
     graph: PathLike | None = None,
+    force: bool = False,
 ) -> tuple[Path, list[str]]:
     """Prometheus ``query_range`` answers (:mod:`.prometheus`) written as the run folder
     ``out``: from answer files, or asked of the server at ``url`` (``query_file``: YAML
@@ -87,7 +89,7 @@ def import_prometheus(
         given = {"prometheus": f"{url} {start}..{end} every {step:g} s: " + ", ".join(queries)}
         if baseline:
             given["baseline"] = ", ".join(str(p) for p in baseline)
-    return _write(out, "prometheus", main, read(baseline), cpu_limit, graph, given)
+    return _write(out, "prometheus", main, read(baseline), cpu_limit, graph, given, force)
 
 
 def _queries(path: PathLike | None) -> dict[str, str]:
@@ -131,9 +133,11 @@ def _write(
     cpu_limit: Sequence[str],
     graph: PathLike | None,
     given: dict[str, str],
+    force: bool = False,
 ) -> tuple[Path, list[str]]:
     """The reads as one run: the data as setup ``s0``, the baseline's as ``baseline``, times
-    rebased to the earliest, the CPU limits and the call graph applied."""
+    rebased to the earliest, the CPU limits and the call graph applied (``force``: replacing a
+    run folder's own files)."""
     from tierscope.store import write_import
 
     limits = parse_limits(list(cpu_limit))
@@ -166,7 +170,7 @@ def _write(
         notes.append(f"call graph from {Path(graph).name}: {len(calls.edges())} calls")
     path = write_import(
         out, {"metrics": metrics}, files=given, origin=origin, fmt=fmt, notes=notes,
-        graph=calls,
+        graph=calls, replace=force,
     )  # fmt: skip
     return path, notes
 

@@ -260,6 +260,7 @@ def import_csv(
     metrics: str | os.PathLike[str] | None = None,
     requests: str | os.PathLike[str] | None = None,
     points: str | os.PathLike[str] | None = None,
+    force: bool = False,
 ) -> Path:
     """Validate the given CSV files and write them as the run folder ``out`` (new or empty).
 
@@ -313,4 +314,5 @@ def import_csv(
         {kind: _to_store(frame, kind) for kind, frame in frames.items()},
         files={k: str(p) for k, p in given.items()},
         origin=origin,
+        replace=force,
     )

@@ -25,6 +25,7 @@ def write_import(
     fmt: str = "csv",
     notes: list[str] | None = None,
     graph: Graph | None = None,
+    replace: bool = False,
 ) -> Path:
     """Write imported tables (in the store's schemas, times in seconds from ``origin``, the
     epoch seconds of time 0, or relative when None) as the run folder ``out`` (new or empty)."""
@@ -37,7 +38,7 @@ def write_import(
         else dt.datetime.fromtimestamp(origin, tz=dt.UTC).isoformat(),
         notes=notes or [],
     ).model_dump(mode="json", by_alias=True)
-    with RunWriter.create(out, kind="import", spec=spec, graph=graph) as run:
+    with RunWriter.create(out, kind="import", spec=spec, graph=graph, replace=replace) as run:
         for table, frame in tables.items():
             run.write(table, frame)
     return Path(out)

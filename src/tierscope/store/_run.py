@@ -72,6 +72,7 @@ class RunWriter:
         options: dict[str, Any] | None = None,
         graph: Graph | None = None,
         interval: float | None = None,
+        replace: bool = False,
     ) -> RunWriter:
         """Create the folder ``run_dir`` (new, or existing and empty) and its ``run.json``.
 
@@ -80,11 +81,12 @@ class RunWriter:
         same folder exactly one gets it and the other gets an :class:`InputError`.
         ``graph`` and ``interval``: the system's components and the metrics' sampling interval,
         where the writer knows them (readers infer them otherwise: :mod:`._shape`).
+        ``replace``: an existing run folder's own files are replaced, nothing else in it.
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"kind {kind!r} is not one of {', '.join(RUN_KINDS)}")
         path = Path(run_dir)
-        created = _claim(path)
+        created = _claim(path, replace)
         info: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "kind": kind,
@@ -253,15 +255,31 @@ class RunWriter:
         os.replace(tmp, self.path / RUN_JSON)
 
 
-def _claim(path: Path) -> bool:
-    """Make ``path`` this process's run folder; returns whether the folder was created."""
+#: What a run folder holds of its own (``replace`` removes these, and nothing else).
+OWN_FILES = (RUN_JSON, *(f"{t}.parquet" for t in TABLES), "analysis.json", "report.html",
+             "calibration.json")  # fmt: skip
+
+
+def _claim(path: Path, replace: bool = False) -> bool:
+    """Make ``path`` this process's run folder; returns whether the folder was created.
+    ``replace``: an existing run folder's own files (:data:`OWN_FILES`) are removed first,
+    anything else in it stays."""
     taken = "a new or empty folder"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.mkdir()
         created = True
     except FileExistsError:
-        if not path.is_dir() or any(path.iterdir()):
+        if replace and path.is_dir() and (path / RUN_JSON).is_file():
+            for name in OWN_FILES:
+                (path / name).unlink(missing_ok=True)
+            shutil.rmtree(path / PARTS, ignore_errors=True)
+        elif replace and path.is_dir() and any(path.iterdir()):
+            raise InputError(
+                "run_dir", str(path), "a run folder to replace (this one has no run.json: "
+                "tierscope did not write it, and --force deletes nothing else)",
+            ) from None  # fmt: skip
+        elif not path.is_dir() or any(path.iterdir()):
             raise InputError("run_dir", str(path), taken) from None
         created = False
     except OSError as exc:
