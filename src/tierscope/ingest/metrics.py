@@ -135,12 +135,14 @@ def _numbers(table: pl.DataFrame, column: str, src: str, unit: str) -> pl.Series
     """A column's values as floats (null where empty); InputError for what is not a number."""
     text = table[column].cast(pl.String).str.strip_chars()
     values = text.cast(pl.Float64, strict=False)
-    for mask, expected in (
+    checks = [
         (text.is_not_null() & (text != "") & values.is_null(), "a number"),
         (values.is_nan(), "a number (NaN is no measurement: leave the cell empty)"),
         (values.is_infinite(), "a finite number"),
-        ((values < 0) if unit in _NON_NEGATIVE else values.is_null() & False, "a value >= 0"),
-    ):
+    ]
+    if unit in _NON_NEGATIVE:
+        checks.append((values < 0, "a value >= 0"))
+    for mask, expected in checks:
         line = _line_of(table, mask.fill_null(False))
         if line is not None:
             bad = text[int(mask.fill_null(False).arg_true()[0])]
