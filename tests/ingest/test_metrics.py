@@ -208,3 +208,24 @@ def test_a_pandas_multi_level_header_and_an_adjacency_graph(tmp_path: Path) -> N
     assert avail.min() >= 0 and avail.max() <= 1  # percent, divided by 100
     assert any("divided by the rows' step (300 s)" in n for n in notes)
     assert any("call graph from graph.csv: 44 calls" in n for n in notes)
+
+
+def test_force_replaces_a_run_folders_own_files_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = write(tmp_path / "m.csv", "time,web_cpu_util\n0,0.5\n1,0.6\n")
+    out = tmp_path / "run"
+    assert main(["import", "metrics", str(f), "--out", str(out)]) == 0
+    (out / "mine.txt").write_text("kept")
+    assert main(["import", "metrics", str(f), "--out", str(out)]) == 2  # not empty
+    assert "a new or empty folder" in capsys.readouterr().err
+    g = write(tmp_path / "g.csv", "time,db_cpu_util\n0,0.9\n1,0.95\n")
+    assert main(["import", "metrics", str(g), "--out", str(out), "--force"]) == 0
+    assert set(metrics_of(out)["tier"]) == {"db"}  # the new data, not the old
+    assert (out / "mine.txt").read_text() == "kept"  # nothing else deleted
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    assert main(["import", "metrics", str(g), "--out", str(other), "--force"]) == 2
+    assert "no run.json" in capsys.readouterr().err
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
