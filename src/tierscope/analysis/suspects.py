@@ -91,6 +91,9 @@ FLOORS: dict[str, float] = {
     "rt_p99": 0.001,
     "availability": 0.001,
 }
+#: Metrics whose nodes' values add up to the component's (the others are averaged).
+ADDITIVE = frozenset({"cpu_cores", "mem_bytes", "major_faults_s", "net_rx_bytes_s",
+                      "net_tx_bytes_s", "queue_length", "errors_s"})  # fmt: skip
 #: Normal behaviour needs at least this many samples of a series.
 MIN_NORMAL = 2
 
@@ -157,14 +160,13 @@ def departures(
             f"normal behaviour from the first {NORMAL_FRACTION:.0%} of the data "
             f"({t0:g}-{cut:g} s; no baseline recording)"
         )
-    # one value per time per series: a component's nodes add up (cores, bytes, rates)
-    agg = {"mem_util": "mean", "cpu_util": "mean", "cpu_throttled_ratio": "mean",
-           "utilization": "mean", "disk_util": "mean"}  # fmt: skip
 
     def series(frame: pl.DataFrame) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+        """One value per time per series: a component's nodes add up where the metric is an
+        amount (cores, bytes, rates, queues) and average where it is a share or a latency."""
         out = {}
         for (tier, metric), g in frame.group_by("tier", "metric"):
-            how = agg.get(str(metric), "sum")
+            how = "sum" if metric in ADDITIVE else "mean"
             per_t = g.group_by("t").agg(getattr(pl.col("value"), how)()).sort("t")
             out[(str(tier), str(metric))] = (per_t["t"].to_numpy(), per_t["value"].to_numpy())
         return out
