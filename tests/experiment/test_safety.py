@@ -397,3 +397,26 @@ def pids_naming(text: str) -> list[int]:
             if text.encode() in cmdline:
                 out.append(int(entry))
     return out
+
+
+def test_the_reaper_kills_a_group_only_while_its_id_is_the_runs(tmp_path: Path) -> None:
+    """Process group ids come back within minutes on a busy host (pid_max 32768 here): a group
+    recorded by a run is killed only if its leader is the process the run started."""
+    from tierscope.experiment._reaper import clean, start_time
+
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)  # someone else's group
+    try:
+        started = start_time(other.pid)
+        assert started is not None
+        state = tmp_path / "reaper.state"
+        state.write_text(json.dumps({"pgid": other.pid, "start": started - 1}) + "\n")
+        clean(state)  # the run's group of that id started earlier: this one is not it
+        time.sleep(0.2)
+        assert other.poll() is None
+        state.write_text(json.dumps({"pgid": other.pid, "start": started}) + "\n")
+        clean(state)
+        assert other.wait(5) == -signal.SIGKILL
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()

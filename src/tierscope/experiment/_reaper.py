@@ -1,11 +1,17 @@
 """The reaper: cleans up after a run whose runner is gone (see :mod:`.processes`).
 
 Started with its stdin on a pipe from the runner and in its own session; it blocks until the
-pipe closes, then reads the state file (one JSON object per line: ``{"pgid": N}``,
+pipe closes, then reads the state file (one JSON object per line: ``{"pgid": N, "start": T}``,
 ``{"cgroups": [paths]}``, ``{"dir": path}``, ``{"lock": path}``) and kills, removes and deletes
 whatever is still there, the run's lock file last (it holds the run's lock, see
 :mod:`.leftovers`, until it exits). Everything it does is idempotent, so a normal end (nothing
 left) costs nothing.
+
+A process group id is a number the kernel hands out again once the group is gone (within
+minutes on a busy host: pid_max is often 32768), so a group is killed only while it is still
+the run's: its leader, if it still runs, started when the runner recorded (``start``, clock
+ticks since boot, /proc/PID/stat field 22); a group whose leader exited keeps its id reserved
+for its members, which are the run's.
 """
 
 from __future__ import annotations
@@ -20,10 +26,24 @@ import time
 from pathlib import Path
 
 
-def _kill_pgid(pgid: int) -> None:
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), None when it does not run."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the name may hold spaces
+
+
+def kill_group(pgid: int, start: int | None, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` (after SIGCONT: a stopped group must wake to die) to the process group
+    ``pgid`` if it is still the one whose leader started at ``start``."""
+    leader = start_time(pgid)
+    if start is not None and leader is not None and leader != start:
+        return  # the id now names someone else's process (group)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGCONT)
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
 
 
 def _empty_cgroup(path: Path) -> None:
@@ -61,7 +81,7 @@ def clean(state_file: Path) -> None:
             entries.append(json.loads(line))
     for e in entries:
         if "pgid" in e:
-            _kill_pgid(int(e["pgid"]))
+            kill_group(int(e["pgid"]), e.get("start"))
     cgroups = [Path(p) for e in entries for p in e.get("cgroups", [])]
     # Children before parents.
     for path in sorted(cgroups, key=lambda p: len(p.parts), reverse=True):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tierscope.errors import TierscopeError
+from tierscope.experiment._reaper import kill_group, start_time
 from tierscope.experiment.cgroups import NodeCgroup
 from tierscope.experiment.leftovers import RunClaim
 
@@ -82,6 +83,8 @@ class Supervisor:
         self.claim = claim
         self.state_file = self.workdir / "reaper.state"
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        #: When each started process began (its group is killed only while it is the run's).
+        self.starts: dict[int, int | None] = {}
         self._reaper: subprocess.Popen[bytes] | None = None
         self._pipe: IO[bytes] | None = None
 
@@ -142,7 +145,8 @@ class Supervisor:
                 env=env,
                 cwd=cwd if cwd is not None else self.workdir,
             )
-        self._note({"pgid": proc.pid})
+        self.starts[proc.pid] = start_time(proc.pid)
+        self._note({"pgid": proc.pid, "start": self.starts[proc.pid]})
         self.procs.append((name, proc, log))
         return proc
 
@@ -193,20 +197,18 @@ class Supervisor:
         self._stop(chosen, timeout_s)
         self.procs = [p for p in self.procs if p[1].pid not in set(pgids)]
 
-    @staticmethod
-    def _stop(procs: list[tuple[str, subprocess.Popen[bytes], Path]], timeout_s: float) -> None:
+    def _stop(
+        self, procs: list[tuple[str, subprocess.Popen[bytes], Path]], timeout_s: float
+    ) -> None:
         for _, proc, _ in procs:
             if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGCONT)  # a stalled server must wake to die
-                    os.killpg(proc.pid, signal.SIGTERM)
+                kill_group(proc.pid, self.starts.get(proc.pid), signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for _, proc, _ in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.0, deadline - time.monotonic()))
-        for _, proc, _ in procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        for _, proc, _ in procs:  # what is left of each group (a reused id is left alone)
+            kill_group(proc.pid, self.starts.get(proc.pid), signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(1.0)
 
