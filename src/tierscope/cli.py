@@ -328,6 +328,23 @@ def report(
     out.print(f"report: {path}", markup=False)
 
 
+#: Options every importer shares.
+CpuUnitOpt = Annotated[
+    str | None, typer.Option(help="CPU series: percent | cores | fraction (else detected).")
+]
+CpuLimitOpt = Annotated[
+    list[str] | None,
+    typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
+]
+GraphOpt = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
+]
+
+
 @import_app.command("csv")
 def import_csv_command(
     out_dir: Annotated[
@@ -342,9 +359,7 @@ def import_csv_command(
     points: Annotated[
         Path | None, typer.Option(metavar="FILE.csv", help="level,throughput[,setup,rep,...]")
     ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
-    ] = False,
+    force: ForceOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Write your own CSV measurements as a run folder that analyze and report read."""
@@ -387,22 +402,10 @@ def import_metrics_command(
     tz: Annotated[
         str | None, typer.Option(help="Zone of date-times written without one (default UTC).")
     ] = None,
-    cpu_unit: Annotated[
-        str | None, typer.Option(help="CPU columns: percent | cores | fraction (else detected).")
-    ] = None,
-    cpu_limit: Annotated[
-        list[str] | None,
-        typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
-    ] = None,
-    graph: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"
-        ),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
-    ] = False,
+    cpu_unit: CpuUnitOpt = None,
+    cpu_limit: CpuLimitOpt = None,
+    graph: GraphOpt = None,
+    force: ForceOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Import metric tables as exported by Prometheus, Grafana, cAdvisor or a spreadsheet."""
@@ -448,22 +451,10 @@ def import_prometheus_command(
         list[Path] | None,
         typer.Option(metavar="FILE", help="The same queries in normal operation (repeatable)."),
     ] = None,
-    cpu_unit: Annotated[
-        str | None, typer.Option(help="CPU series: percent | cores | fraction (else detected).")
-    ] = None,
-    cpu_limit: Annotated[
-        list[str] | None,
-        typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
-    ] = None,
-    graph: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"
-        ),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a run folder's own files (nothing else).")
-    ] = False,
+    cpu_unit: CpuUnitOpt = None,
+    cpu_limit: CpuLimitOpt = None,
+    graph: GraphOpt = None,
+    force: ForceOpt = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Import Prometheus query_range answers: JSON files, or asked of a server (--url)."""
