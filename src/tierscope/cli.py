@@ -470,6 +470,47 @@ def import_prometheus_command(
     _emit(doc, as_json, terminal.imported)
 
 
+#: The importers of load tools' and tracers' files: format -> what FILE is.
+_FILE_FORMATS = {
+    "jmeter": "JMeter results (JTL CSV with its header row).",
+    "locust": "Locust's stats histories (PREFIX_stats_history.csv of --csv PREFIX).",
+    "k6": "k6 results: --out json NDJSON, or a summary (--summary-export).",
+    "otlp": "OpenTelemetry traces: OTLP JSON (file exporter) or protobuf.",
+}
+
+
+def _file_importer(fmt: str, what: str) -> None:
+    """Register ``tierscope import <fmt>``."""
+
+    def command(
+        files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Files to import.")],
+        out_dir: Annotated[
+            Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
+        ],
+        baseline: Annotated[
+            list[Path] | None,
+            typer.Option(metavar="FILE", help="A recording of normal operation (repeatable)."),
+        ] = None,
+        graph: GraphOpt = None,
+        force: ForceOpt = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        from tierscope.report import terminal
+
+        with _progress_bars(as_json):
+            doc = workflows.import_data(
+                fmt, out_dir, files, baseline=baseline or (), graph=graph, force=force
+            )
+        _emit(doc, as_json, terminal.imported)
+
+    command.__doc__ = f"Import {what}"
+    import_app.command(fmt)(command)
+
+
+for _fmt, _what in _FILE_FORMATS.items():
+    _file_importer(_fmt, _what)
+
+
 @app.command()
 def load(
     target: Annotated[

@@ -83,15 +83,20 @@ def import_data(
     fmt: str, out_dir: PathLike, files: Sequence[PathLike], **options: Any
 ) -> dict[str, Any]:
     """Files another tool wrote, in format ``fmt`` (``metrics``: long or wide metric tables;
-    ``prometheus``: query_range results), written as a run folder; what was imported and how it
-    was read (``notes``). ``options``: those of :func:`tierscope.ingest.import_metrics` or
-    :func:`tierscope.ingest.import_prometheus` (``baseline``, ``cpu_limit``, ``graph``, ...)."""
+    ``prometheus``: query_range results; the load tools' and tracers' formats of
+    :data:`tierscope.ingest.FORMATS`), written as a run folder; what was imported and how it
+    was read (``notes``). ``options``: those of :func:`tierscope.ingest.import_metrics`,
+    :func:`tierscope.ingest.import_prometheus` or :func:`tierscope.ingest.import_files`
+    (``baseline``, ``cpu_limit``, ``graph``, ...)."""
     from tierscope import ingest
 
     importers = {"metrics": ingest.import_metrics, "prometheus": ingest.import_prometheus}
-    if fmt not in importers:
-        raise InputError("format", fmt, "one of " + ", ".join(importers))
-    path, _ = importers[fmt](out_dir, files, **options)
+    if fmt in importers:
+        path, _ = importers[fmt](out_dir, files, **options)
+    elif fmt in ingest.FORMATS:
+        path, _ = ingest.import_files(fmt, out_dir, files, **options)
+    else:
+        raise InputError("format", fmt, "one of " + ", ".join([*importers, *ingest.FORMATS]))
     return _imported(path)
 
 

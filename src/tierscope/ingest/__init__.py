@@ -10,14 +10,16 @@ the same run as setup ``baseline``, the data itself as setup ``s0``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from tierscope.errors import InputError
+from tierscope.ingest._files import Read
 from tierscope.ingest.graph import read_graph
-from tierscope.ingest.metrics import Read, cpu_limits, parse_limits, read_map, read_metrics
+from tierscope.ingest.metrics import cpu_limits, parse_limits, read_map, read_metrics
 
 PathLike = str | os.PathLike[str]
 BASELINE = "baseline"
@@ -92,6 +94,52 @@ def import_prometheus(
     return _write(out, "prometheus", main, read(baseline), cpu_limit, graph, given, force)
 
 
+def _readers() -> dict[str, Callable[..., Read]]:
+    from tierscope.ingest.jmeter import read_jmeter
+    from tierscope.ingest.k6 import read_k6
+    from tierscope.ingest.locust import read_locust
+    from tierscope.ingest.otlp import read_otlp
+
+    return {"jmeter": read_jmeter, "locust": read_locust, "k6": read_k6, "otlp": read_otlp}
+
+
+#: Formats whose files are read together (a trace's spans may be in several files).
+_TOGETHER = ("otlp",)
+#: Formats :func:`import_files` reads.
+FORMATS = ("jmeter", "locust", "k6", "otlp")
+
+
+def import_files(
+    fmt: str,
+    out: PathLike,
+    files: Sequence[PathLike],
+    *,
+    baseline: Sequence[PathLike] = (),
+    cpu_limit: Sequence[str] = (),
+    graph: PathLike | None = None,
+    force: bool = False,
+    **options: Any,
+) -> tuple[Path, list[str]]:
+    """Files in format ``fmt`` (one of :data:`FORMATS`; ``options``: the reader's own)
+    written as the run folder ``out``: the folder and the import's notes."""
+    readers = _readers()
+    if fmt not in readers:
+        raise InputError("format", fmt, "one of " + ", ".join(readers))
+    if not files:
+        raise InputError("FILE", None, f"at least one {fmt} file")
+    read = readers[fmt]
+
+    def reads(paths: Sequence[PathLike]) -> list[Read]:
+        if not paths:
+            return []
+        if fmt in _TOGETHER:
+            return [read([Path(f) for f in paths], **options)]
+        return [read(Path(f), **options) for f in paths]
+
+    main, normal = reads(files), reads(baseline)
+    return _write(out, fmt, main, normal, cpu_limit, graph, _given(fmt, files, baseline), force)
+
+
 def _queries(path: PathLike | None) -> dict[str, str]:
     from tierscope.spec._load import load_yaml
 
@@ -136,43 +184,67 @@ def _write(
     force: bool = False,
 ) -> tuple[Path, list[str]]:
     """The reads as one run: the data as setup ``s0``, the baseline's as ``baseline``, times
-    rebased to the earliest, the CPU limits and the call graph applied (``force``: replacing a
-    run folder's own files)."""
+    rebased to the earliest, the CPU limits and the call graph applied (the user's, else the
+    one the data shows; ``force``: replacing a run folder's own files)."""
     from tierscope.store import write_import
 
     limits = parse_limits(list(cpu_limit))
-    parts, notes, absolute = [], [], set()
+    parts: dict[str, list[pl.DataFrame]] = {"metrics": [], "requests": [], "points": []}
+    notes: list[str] = []
+    absolute: set[bool] = set()
+    shown = None
     for setup, reads in (("s0", main), (BASELINE, normal)):
         for found in reads:
-            parts.append(found.frame.with_columns(pl.lit(setup).alias("setup")))
+            tagged = pl.lit(setup).alias("setup")
+            for table, frame in (("metrics", found.frame), ("requests", found.requests),
+                                 ("points", found.points)):  # fmt: skip
+                if frame is not None and frame.height:
+                    parts[table].append(frame.with_columns(tagged))
             notes += found.notes
             absolute.add(found.absolute)
+            shown = shown or found.calls
     if len(absolute) > 1:
         raise InputError(
             "time", None, "absolute times in every file, or relative seconds in every file"
         )
-    frame = pl.concat(parts)
-    if frame.height == 0:
+    tables = {k: pl.concat(v, how="diagonal_relaxed") for k, v in parts.items() if v}
+    if not tables:
         raise InputError("values", None, "at least one measurement (every cell is empty)",
                          source=next(iter(given.values())))  # fmt: skip
-    frame, said = cpu_limits(frame, limits, next(iter(given.values())))
-    notes += said
-    origin = float(frame["t"].min()) if absolute == {True} else None  # type: ignore[arg-type]
-    if origin is not None:
-        frame = frame.with_columns(pl.col("t") - origin)
-    metrics = frame.with_columns(
-        pl.lit(None, pl.Float64).alias("level"), pl.lit(0, pl.Int64).alias("rep")
-    ).select("t", "setup", "level", "rep", "tier", "node", "metric", "value")
-    calls = None
+    if "metrics" in tables:
+        tables["metrics"], said = cpu_limits(tables["metrics"], limits, next(iter(given.values())))
+        notes += said
+    origin = None
+    if absolute == {True}:
+        origin = min(float(tables[k][c].min()) for k, c in _TIMES if k in tables)  # type: ignore[arg-type]
+        tables = {
+            k: frame.with_columns(pl.col(c) - origin for t, c in _TIMES_ALL if t == k)
+            for k, frame in tables.items()
+        }
+    if "metrics" in tables:
+        tables["metrics"] = (
+            tables["metrics"]
+            .with_columns(pl.lit(None, pl.Float64).alias("level"), pl.lit(0, pl.Int64).alias("rep"))
+            .select("t", "setup", "level", "rep", "tier", "node", "metric", "value")
+        )
+    calls = shown
     if graph is not None:
-        calls = read_graph(graph, metrics["tier"].unique(maintain_order=True).to_list())
+        components = pl.concat(
+            [tables[k].select("tier") for k in ("metrics", "requests") if k in tables]
+        )["tier"].unique(maintain_order=True)
+        calls = read_graph(graph, [c for c in components.to_list() if c != "client"])
         given["graph"] = str(graph)
         notes.append(f"call graph from {Path(graph).name}: {len(calls.edges())} calls")
     path = write_import(
-        out, {"metrics": metrics}, files=given, origin=origin, fmt=fmt, notes=notes,
-        graph=calls, replace=force,
+        out, tables, files=given, origin=origin, fmt=fmt, notes=notes, graph=calls,
+        replace=force,
     )  # fmt: skip
     return path, notes
 
 
-__all__ = ["BASELINE", "import_metrics", "import_prometheus"]
+#: The first time column of each table, and all of them.
+_TIMES = (("metrics", "t"), ("requests", "start"), ("points", "t_start"))
+_TIMES_ALL = (*_TIMES, ("requests", "end"), ("points", "t_end"))
+
+
+__all__ = ["BASELINE", "FORMATS", "import_files", "import_metrics", "import_prometheus"]

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from tierscope.errors import InputError, clip
+from tierscope.spec.graph import Graph
+
+
+@dataclass
+class Read:
+    """One file read: long metric samples (t, tier, node, metric, value), whether the times
+    are absolute, and what the import says about it."""
+
+    frame: pl.DataFrame
+    absolute: bool
+    notes: list[str] = field(default_factory=list)
+    #: Requests (``tier, request_id, start, end, level, rep, interaction, status`` and any
+    #: extras such as ``visit``, ``parent``) and load-level points, where the format has them.
+    requests: pl.DataFrame | None = None
+    points: pl.DataFrame | None = None
+    #: The call graph the data shows (trace parents), when it shows one.
+    calls: Graph | None = None
+
 
 #: Longest header line read (a longer one is not a header of a table).
 MAX_HEADER_BYTES = 256 * 1024
@@ -81,3 +100,33 @@ def _pandas_header(head: bytes) -> tuple[list[str], int] | None:
             ]
             return names, k + 1
     return None
+
+
+def line_of(table: pl.DataFrame, mask: pl.Series) -> int | None:
+    """The file line (``_line``) of the first row where ``mask`` holds, None if none does."""
+    hit = mask.fill_null(False).arg_true()
+    return None if hit.len() == 0 else int(table["_line"][int(hit[0])])
+
+
+def reject(table: pl.DataFrame, mask: pl.Series, column: str, expected: str, src: str) -> None:
+    """InputError naming the file, the line and the column (and the value as written) of the
+    first row where ``mask`` holds."""
+    hit = mask.fill_null(False).arg_true()
+    if hit.len():
+        i = int(hit[0])
+        value = table[column][i] if column in table.columns else None
+        raise InputError(column, value, expected, source=f"{src}, line {int(table['_line'][i])}")
+
+
+def numbers(table: pl.DataFrame, column: str, src: str, *, non_negative: bool = False) -> pl.Series:
+    """A text column's values as floats (null where empty); InputError naming the file, the
+    line and the column for what is not a finite number (or is negative, ``non_negative``)."""
+    text = table[column].cast(pl.String).str.strip_chars()
+    values = text.cast(pl.Float64, strict=False)
+    reject(table, text.is_not_null() & (text != "") & values.is_null(), column, "a number", src)
+    reject(table, values.is_nan(), column,
+           "a number (NaN is no measurement: leave the cell empty)", src)  # fmt: skip
+    reject(table, values.is_infinite(), column, "a finite number", src)
+    if non_negative:
+        reject(table, values < 0, column, "a value >= 0", src)
+    return values

@@ -11,6 +11,7 @@ seconds, absolute times as epoch seconds; a value that is none of these is an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -68,9 +69,11 @@ def parse_times(
     first_line: int = 2,
     unit: str | None = None,
     tz: str | None = None,
+    lines: Sequence[int] | None = None,
 ) -> Times:
     """``raw`` (text or numbers; null where empty) as seconds; ``first_line``: the file's line
-    of the first value (for messages); ``unit``: the unit of numbers when the user says so."""
+    of the first value, or ``lines`` each value's (for messages); ``unit``: the unit of
+    numbers when the user says so."""
     if unit is not None and unit not in SECONDS:
         raise InputError("--time-unit", unit, "one of " + ", ".join(SECONDS))
     zone = check_tz(tz)
@@ -82,7 +85,8 @@ def parse_times(
         hit = mask.arg_true()
         if hit.len():
             i = int(hit[0])
-            raise InputError(column, text[i], expected, source=f"{source}, line {first_line + i}")
+            line = lines[i] if lines is not None else first_line + i
+            raise InputError(column, text[i], expected, source=f"{source}, line {line}")
 
     if not (given & numbers.is_null()).any():  # numbers
         chosen = unit or epoch_unit(numbers)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from tierscope.errors import InputError, clip
-from tierscope.ingest._files import read_table
+from tierscope.ingest._files import Read, line_of, numbers, read_table
 from tierscope.ingest._time import parse_times
 from tierscope.spec.imports import CPU_UNITS, METRIC_SUFFIXES, TIME_NAMES
 
@@ -57,16 +57,6 @@ class Column:
     @property
     def unit(self) -> str:
         return METRIC_SUFFIXES[self.suffix][1]
-
-
-@dataclass
-class Read:
-    """One file read: long samples (t, tier, node, metric, value), whether the times are
-    absolute, and what the import says about it."""
-
-    frame: pl.DataFrame
-    absolute: bool
-    notes: list[str] = field(default_factory=list)
 
 
 def split_column(name: str, mapping: Mapping[str, str] | None = None) -> Column | None:
@@ -126,30 +116,6 @@ def read_metrics(
     return Read(frame, times.absolute, [f"{path.name}: times are {times.said}", *notes])
 
 
-def _line_of(table: pl.DataFrame, mask: pl.Series) -> int | None:
-    hit = mask.arg_true()
-    return None if hit.len() == 0 else int(table["_line"][int(hit[0])])
-
-
-def _numbers(table: pl.DataFrame, column: str, src: str, unit: str) -> pl.Series:
-    """A column's values as floats (null where empty); InputError for what is not a number."""
-    text = table[column].cast(pl.String).str.strip_chars()
-    values = text.cast(pl.Float64, strict=False)
-    checks = [
-        (text.is_not_null() & (text != "") & values.is_null(), "a number"),
-        (values.is_nan(), "a number (NaN is no measurement: leave the cell empty)"),
-        (values.is_infinite(), "a finite number"),
-    ]
-    if unit in _NON_NEGATIVE:
-        checks.append((values < 0, "a value >= 0"))
-    for mask, expected in checks:
-        line = _line_of(table, mask.fill_null(False))
-        if line is not None:
-            bad = text[int(mask.fill_null(False).arg_true()[0])]
-            raise InputError(column, bad, expected, source=f"{src}, line {line}")
-    return values
-
-
 def _in_percent(v: pl.Series) -> bool:
     """A fraction column written in percent: most values past 1.5, or some past 10 (a
     utilisation a little over 1 is a fraction out of range, not a percentage)."""
@@ -159,7 +125,7 @@ def _in_percent(v: pl.Series) -> bool:
 def _check_times(table: pl.DataFrame, src: str, keys: list[str]) -> None:
     step = table.select(pl.col("_t").diff().over(keys) if keys else pl.col("_t").diff())
     mask = (step.to_series() <= 0).fill_null(False)
-    line = _line_of(table, mask)
+    line = line_of(table, mask)
     if line is not None:
         raise InputError(
             "time",
@@ -188,7 +154,9 @@ def wide_frame(
                 source=src,
             )
         columns.append(col)
-    values = {c.name: _numbers(table, c.name, src, c.unit) for c in columns}
+    values = {
+        c.name: numbers(table, c.name, src, non_negative=c.unit in _NON_NEGATIVE) for c in columns
+    }
     cpu = [c for c in columns if c.unit == "cpu"]
     unit = cpu_unit
     notes = []
@@ -221,7 +189,7 @@ def wide_frame(
             percent.append(col.name)
         if how == "fraction":
             mask = (v > UTIL_MAX).fill_null(False)
-            line = _line_of(table, mask)
+            line = line_of(table, mask)
             if line is not None:
                 raise InputError(
                     col.name,
@@ -251,7 +219,7 @@ def wide_frame(
 def _long(table: pl.DataFrame, src: str) -> tuple[pl.DataFrame, list[str]]:
     for name in ("tier", "metric"):
         mask = (table[name].is_null() | (table[name].str.strip_chars() == "")).fill_null(True)
-        line = _line_of(table, mask)
+        line = line_of(table, mask)
         if line is not None:
             raise InputError(name, None, "a non-empty name", source=f"{src}, line {line}")
     unknown = set(table.columns) - {"_t", "_line", "tier", "metric", "value", "node"}
@@ -264,7 +232,7 @@ def _long(table: pl.DataFrame, src: str) -> tuple[pl.DataFrame, list[str]]:
         table = table.with_columns(pl.col("tier").alias("node"))
     table = table.with_columns(pl.col("node").fill_null(pl.col("tier")))
     _check_times(table, src, ["tier", "node", "metric"])
-    value = _numbers(table, "value", src, "any")
+    value = numbers(table, "value", src)
     frame = table.with_columns(value.alias("value")).rename({"_t": "t"})
     empty = int(frame["value"].is_null().sum())
     frame = frame.filter(pl.col("value").is_not_null())

@@ -19,7 +19,8 @@ from pathlib import Path
 import polars as pl
 
 from tierscope.errors import InputError, clip
-from tierscope.ingest.metrics import Read, wide_frame
+from tierscope.ingest._files import Read
+from tierscope.ingest.metrics import wide_frame
 from tierscope.spec.imports import METRIC_SUFFIXES
 
 #: Labels that name the component, first found first.
