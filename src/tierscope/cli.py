@@ -511,6 +511,48 @@ for _fmt, _what in _FILE_FORMATS.items():
     _file_importer(_fmt, _what)
 
 
+@import_app.command("access-log")
+def import_access_log_command(
+    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Access logs.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
+    ],
+    log_format: Annotated[
+        str,
+        typer.Option(
+            metavar="FORMAT",
+            help="The server's log format: nginx log_format ($msec ... $request_time) or "
+            "Apache LogFormat (%t ... %D).",
+        ),
+    ],
+    component: Annotated[
+        str | None, typer.Option(help="The server's name (default nginx or apache).")
+    ] = None,
+    upstream: Annotated[
+        str, typer.Option(help="The component $upstream_response_time measures.")
+    ] = "upstream",
+    tz: Annotated[
+        str | None, typer.Option(help="Zone of date-times written without one (default UTC).")
+    ] = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="A log of normal operation (repeatable)."),
+    ] = None,
+    graph: GraphOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import web servers' access logs (nginx, Apache), read with their log format."""
+    from tierscope.report import terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.import_data(
+            "access-log", out_dir, files, log_format=log_format, component=component,
+            upstream=upstream, tz=tz, baseline=baseline or (), graph=graph, force=force,
+        )  # fmt: skip
+    _emit(doc, as_json, terminal.imported)
+
+
 @app.command()
 def load(
     target: Annotated[

@@ -97,7 +97,7 @@ def client_tables(
         pl.when("ok").then(pl.lit("ok")).otherwise(pl.lit("error")).alias("status"),
         pl.col("node"),
     )
-    metrics = _per_second(samples, users)
+    metrics = _per_second(requests, users)
     points = _points(samples, windows)
     failed = samples.height - int(samples["ok"].sum())
     notes = [
@@ -133,28 +133,54 @@ def _label(samples: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ).drop("t_start", "t_end")
 
 
-def _per_second(samples: pl.DataFrame, users: pl.DataFrame) -> pl.DataFrame:
-    """``throughput_s``, ``errors_s``, ``rt_mean``, ``rt_p95`` of the requests completed in
-    each second, and the most ``users`` active in it; t is the bin's end."""
-    rt = pl.col("end") - pl.col("start")
-    per = (
-        samples.with_columns(((pl.col("end") / BIN_S).floor() * BIN_S + BIN_S).alias("t"))
-        .group_by("t")
-        .agg(
-            (pl.len() / BIN_S).cast(pl.Float64).alias("throughput_s"),
-            ((~pl.col("ok")).sum() / BIN_S).cast(pl.Float64).alias("errors_s"),
-            rt.mean().alias("rt_mean"),
-            rt.quantile(0.95, "linear").alias("rt_p95"),
-        )
-    )
+def _per_second(requests: pl.DataFrame, users: pl.DataFrame) -> pl.DataFrame:
+    """:func:`per_second` of the client's requests, and the most ``users`` active in each
+    second."""
     active = (
         users.drop_nulls()
-        .with_columns(((pl.col("t") / BIN_S).floor() * BIN_S + BIN_S).alias("t"))
+        .with_columns(_bin_end("t"))
         .group_by("t")
-        .agg(pl.col("users").max())
+        .agg(pl.col("users").max().alias("value"))
+        .select(
+            "t",
+            pl.lit(CLIENT).alias("tier"),
+            pl.lit(CLIENT).alias("node"),
+            pl.lit("users").alias("metric"),
+            pl.col("value").cast(pl.Float64),
+        )
     )
-    wide = per.join(active, on="t", how="full", coalesce=True).sort("t")
-    return long_metrics(wide, CLIENT)
+    return pl.concat([per_second(requests), active]).sort("tier", "metric", "t")
+
+
+def _bin_end(column: str) -> pl.Expr:
+    return ((pl.col(column) / BIN_S).floor() * BIN_S + BIN_S).alias("t")
+
+
+def per_second(requests: pl.DataFrame, *extra: pl.Expr) -> pl.DataFrame:
+    """Per tier and second, of the requests (``tier, start, end, status``) that ended in it:
+    ``throughput_s``, ``errors_s`` (status ``error``), ``rt_mean``, ``rt_p95`` (seconds) and
+    the ``extra`` aggregates, as long samples ``t, tier, node, metric, value`` (t: the
+    second's end)."""
+    rt = pl.col("end") - pl.col("start")
+    wide = (
+        requests.with_columns(_bin_end("end"))
+        .group_by("tier", "t")
+        .agg(
+            (pl.len() / BIN_S).cast(pl.Float64).alias("throughput_s"),
+            ((pl.col("status") == "error").sum() / BIN_S).cast(pl.Float64).alias("errors_s"),
+            rt.mean().alias("rt_mean"),
+            rt.quantile(0.95, "linear").alias("rt_p95"),
+            *extra,
+        )
+    )
+    return (
+        wide.unpivot(index=["tier", "t"], variable_name="metric", value_name="value")
+        .drop_nulls("value")
+        .select(
+            "t", "tier", pl.col("tier").alias("node"), "metric", pl.col("value").cast(pl.Float64)
+        )
+        .sort("tier", "metric", "t")
+    )
 
 
 def long_metrics(wide: pl.DataFrame, tier: str) -> pl.DataFrame:
@@ -202,4 +228,11 @@ def _points(samples: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-__all__ = ["CLIENT", "SAMPLE_COLUMNS", "client_tables", "level_windows", "long_metrics"]
+__all__ = [
+    "CLIENT",
+    "SAMPLE_COLUMNS",
+    "client_tables",
+    "level_windows",
+    "long_metrics",
+    "per_second",
+]

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from tierscope.errors import InputError, clip
-from tierscope.ingest._client import BIN_S, CLIENT
+from tierscope.ingest._client import CLIENT, per_second
 from tierscope.ingest._files import Read
 from tierscope.spec.graph import Call, Component, Graph
 
@@ -86,7 +86,8 @@ def read_otlp(paths: Sequence[Path]) -> Read:
         f"{len(paths)} files: {spans.height} spans of {spans['request_id'].n_unique()} traces in "
         f"{services} components; {said}"
     ]
-    return Read(_per_second(spans), True, notes, requests=requests, calls=calls)
+    metrics = per_second(spans, pl.col("exclusive").mean().alias("exclusive_mean"))
+    return Read(metrics, True, notes, requests=requests, calls=calls)
 
 
 def _json_docs(raw: bytes, src: str) -> list[tuple[str, Any]]:
@@ -274,27 +275,6 @@ def _graph(spans: pl.DataFrame) -> tuple[Graph | None, str]:
     except ValueError as exc:
         return None, f"no call graph from the parents ({exc})"
     return graph, f"call graph from the span parents: {len(graph.edges())} calls"
-
-
-def _per_second(spans: pl.DataFrame) -> pl.DataFrame:
-    """Per component and second (spans ending in it): throughput, errors, response times."""
-    rt = pl.col("end") - pl.col("start")
-    wide = (
-        spans.with_columns(((pl.col("end") / BIN_S).floor() * BIN_S + BIN_S).alias("t"))
-        .group_by("tier", "t")
-        .agg(
-            (pl.len() / BIN_S).cast(pl.Float64).alias("throughput_s"),
-            ((pl.col("status") == "error").sum() / BIN_S).cast(pl.Float64).alias("errors_s"),
-            rt.mean().alias("rt_mean"),
-            rt.quantile(0.95, "linear").alias("rt_p95"),
-            pl.col("exclusive").mean().alias("exclusive_mean"),
-        )
-    )
-    return (
-        wide.unpivot(index=["tier", "t"], variable_name="metric", value_name="value")
-        .select("t", "tier", pl.col("tier").alias("node"), "metric", "value")
-        .sort("tier", "metric", "t")
-    )
 
 
 __all__ = ["read_otlp"]
