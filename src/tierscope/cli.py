@@ -476,6 +476,7 @@ _FILE_FORMATS = {
     "locust": "Locust's stats histories (PREFIX_stats_history.csv of --csv PREFIX).",
     "k6": "k6 results: --out json NDJSON, or a summary (--summary-export).",
     "otlp": "OpenTelemetry traces: OTLP JSON (file exporter) or protobuf.",
+    "collectl": "collectl plot files (collectl -P -f DIR: .tab, .cpu, .prc; gzipped or not).",
 }
 
 

@@ -96,19 +96,21 @@ def import_prometheus(
 
 def _readers() -> dict[str, Callable[..., Read]]:
     from tierscope.ingest.accesslog import read_access_log
+    from tierscope.ingest.collectl import read_collectl
     from tierscope.ingest.jmeter import read_jmeter
     from tierscope.ingest.k6 import read_k6
     from tierscope.ingest.locust import read_locust
     from tierscope.ingest.otlp import read_otlp
 
     return {"jmeter": read_jmeter, "locust": read_locust, "k6": read_k6, "otlp": read_otlp,
-            "access-log": read_access_log}  # fmt: skip
+            "access-log": read_access_log, "collectl": read_collectl}  # fmt: skip
 
 
-#: Formats whose files are read together (a trace's spans may be in several files).
-_TOGETHER = ("otlp",)
+#: Formats whose files are read together (a trace's spans may be in several files; a host's
+#: per-CPU file replaces its summary's CPU).
+_TOGETHER = ("otlp", "collectl")
 #: Formats :func:`import_files` reads.
-FORMATS = ("jmeter", "locust", "k6", "otlp", "access-log")
+FORMATS = ("jmeter", "locust", "k6", "otlp", "access-log", "collectl")
 
 
 def import_files(
