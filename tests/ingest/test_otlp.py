@@ -54,10 +54,13 @@ def receiver(tmp_path: Path) -> Iterator[tuple[str, list[Path]]]:
         server.server_close()
 
 
-def _export(url: str) -> None:
-    """TRACES traces through three services, times set here: frontend 0-100 ms calls cart
+def _export(url: str, traces: int = TRACES, start_s: float = 0.0, slow_db_ms: int = 0,
+            every_ms: int = 200) -> None:  # fmt: skip
+    """``traces`` traces through three services, times set here: frontend 0-100 ms calls cart
     10-60 ms, which calls db twice (20-30 and 35-45 ms, one after the other); every second
-    trace frontend also calls payment 70-90 ms (status error in one trace of four)."""
+    trace frontend also calls payment 70-90 ms (status error in one trace of four).
+    ``slow_db_ms``: the second db call takes that much longer (cart and frontend wait for it)
+    in the second half of the traces."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -80,17 +83,18 @@ def _export(url: str) -> None:
         s.end(end_time=b)
         return s
 
-    for i in range(TRACES):
-        t = T0 + i * 200 * MS
+    for i in range(traces):
+        t = T0 + int(start_s * 1e9) + i * every_ms * MS
+        d = slow_db_ms * MS if i >= traces // 2 else 0
         root = tracers["frontend"].start_span("GET /buy", start_time=t)
         cart = tracers["cart"].start_span("cart.add", context=set_span_in_context(root),
                                           start_time=t + 10 * MS)  # fmt: skip
         span("db", "SELECT", t + 20 * MS, t + 30 * MS, cart)
-        span("db", "UPDATE", t + 35 * MS, t + 45 * MS, cart)
-        cart.end(end_time=t + 60 * MS)
+        span("db", "UPDATE", t + 35 * MS, t + 45 * MS + d, cart)
+        cart.end(end_time=t + 60 * MS + d)
         if i % 2 == 0:
-            span("payment", "charge", t + 70 * MS, t + 90 * MS, root, error=i % 4 == 0)
-        root.end(end_time=t + 100 * MS)
+            span("payment", "charge", t + 70 * MS + d, t + 90 * MS + d, root, error=i % 4 == 0)
+        root.end(end_time=t + 100 * MS + d)
     for provider in providers:
         provider.shutdown()
 
@@ -175,6 +179,27 @@ def test_the_same_traces_as_otlp_json_read_the_same(
         .select(*key, "parent", "start", "end", "exclusive")
         .equals(b.sort(key).select(*key, "parent", "start", "end", "exclusive"))
     )
+
+
+def test_a_slowed_callee_leads_the_suspects_and_explains_its_callers(
+    receiver: tuple[str, list[Path]], tmp_path: Path
+) -> None:
+    """Normal traces, then an incident whose second half has db 40 ms slower: everyone's
+    latency departs, db's own time first and most; the graph from the spans makes db the cause
+    and its callers its victims."""
+    from tierscope.analysis import analyze
+
+    url, bodies = receiver
+    _export(url, traces=300, every_ms=100)
+    normal = list(bodies)
+    _export(url, traces=300, start_s=60.0, every_ms=100, slow_db_ms=40)
+    incident = bodies[len(normal) :]
+    out, _ = ingest.import_files("otlp", tmp_path / "run", incident, baseline=normal)
+    suspects = analyze(read_run(out))["suspects"]
+    first = suspects[0]
+    assert (first["tier"], first["resource"]) == ("db", "latency"), suspects[:3]
+    victims = {s["tier"]: s["evidence"] for s in suspects[1:]}
+    assert "explained by db" in victims["cart"] and "explained by db" in victims["frontend"]
 
 
 #: The OTLP JSON example of the protocol's own repository (opentelemetry-proto,

@@ -56,6 +56,10 @@ RESOURCE_OF: dict[str, str] = {
     "psi_io_some": "disk",
     "net_rx_bytes_s": "network",
     "net_tx_bytes_s": "network",
+    "disk_read_bytes_s": "disk",
+    "disk_write_bytes_s": "disk",
+    "cpu_iowait": "disk",
+    "run_queue": "cpu",
     "queue_length": "queue",
 }
 #: metric -> symptom: what ranks components when the data has no resource metric at all
@@ -66,6 +70,7 @@ SYMPTOM_OF: dict[str, str] = {
     "rt_p90": "latency",
     "rt_p95": "latency",
     "rt_p99": "latency",
+    "exclusive_mean": "latency",  # a component's own time (traces): its callees' left out
     "availability": "errors",
     "errors_s": "errors",
 }
@@ -89,11 +94,13 @@ FLOORS: dict[str, float] = {
     "rt_p90": 0.001,
     "rt_p95": 0.001,
     "rt_p99": 0.001,
+    "exclusive_mean": 0.001,
     "availability": 0.001,
 }
 #: Metrics whose nodes' values add up to the component's (the others are averaged).
 ADDITIVE = frozenset({"cpu_cores", "mem_bytes", "major_faults_s", "net_rx_bytes_s",
-                      "net_tx_bytes_s", "queue_length", "errors_s"})  # fmt: skip
+                      "net_tx_bytes_s", "disk_read_bytes_s", "disk_write_bytes_s", "run_queue",
+                      "queue_length", "errors_s"})  # fmt: skip
 #: Normal behaviour needs at least this many samples of a series.
 MIN_NORMAL = 2
 
