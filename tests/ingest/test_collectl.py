@@ -12,6 +12,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.experiment._support import require
 from tierscope import ingest
@@ -80,3 +82,24 @@ def test_bad_plot_files_are_named(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         ingest.import_files("collectl", tmp_path / "run", [path])
     assert err.value.field == "header"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from(["#Date Time [CPU]Totl% [MEM]Used [MEM]Tot\n", "#UTC [CPU:0]Totl%\n",
+                     "#Date Time PID User PCT VmRSS Command\n", ""]),
+    st.lists(st.lists(st.sampled_from(["20261128", "11:00:00.5", "1795865603", "5", "-1", "x",
+                                       "nan", "python3 a b", "1e400"]), max_size=7),
+             max_size=5),
+)  # fmt: skip
+def test_fuzzed_plot_files_give_input_errors_only(
+    tmp_path: Path, header: str, rows: list[list[str]]
+) -> None:
+    path = tmp_path / "fuzz-20261128.tab"
+    path.write_text("# Host: fuzz TZ: +0100\n" + header + "".join(" ".join(r) + "\n" for r in rows))
+    try:
+        ingest.import_files("collectl", tmp_path / "run", [path], force=True)
+    except InputError as exc:
+        assert "fuzz-20261128.tab" in str(exc) or exc.field in ("values", "time")

@@ -213,3 +213,34 @@ def test_fuzzed_k6_files_give_input_errors_only(tmp_path: Path, text: str) -> No
         ingest.import_files("k6", tmp_path / "run", [path], force=True)
     except InputError as exc:
         assert "fuzz.json" in str(exc) or exc.field in ("values", "time")
+
+
+_JTL_HEAD = "timeStamp,elapsed,label,responseCode,success,allThreads\n"
+_LOCUST_HEAD = (
+    "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,95%,99%,Total Request Count,"
+    "Total Failure Count,Total Average Response Time\n"
+)
+_CELL = st.one_of(
+    st.integers(-5, 2_000_000_000_000).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+    st.sampled_from(["", "true", "false", "N/A", "Aggregated", "x", '"', "2026-11-28 12:00:00"]),
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from([("jmeter", _JTL_HEAD, 6), ("locust", _LOCUST_HEAD, 12)]),
+    st.lists(st.lists(_CELL, min_size=1, max_size=13), max_size=8),
+)
+def test_fuzzed_jmeter_and_locust_files_give_input_errors_only(
+    tmp_path: Path, fmt: tuple[str, str, int], rows: list[list[str]]
+) -> None:
+    name, head, _ = fmt
+    path = tmp_path / "fuzz.csv"
+    path.write_text(head + "".join(",".join(r) + "\n" for r in rows))
+    try:
+        ingest.import_files(name, tmp_path / "run", [path], force=True)
+    except InputError as exc:
+        assert "fuzz.csv" in str(exc) or exc.field in ("values", "time")

@@ -136,7 +136,14 @@ def _ok(tags: dict[str, Any]) -> bool:
 def _times(texts: list[str], lines: list[int], src: str) -> pl.Series:
     """k6's RFC 3339 times (nanoseconds and a zone) as epoch seconds."""
     series = pl.Series("time", texts).str.replace(r"(\.\d{6})\d+", "${1}")
-    return parse_times(series, source=src, column="data.time", lines=lines).seconds
+    seconds = parse_times(series, source=src, column="data.time", lines=lines).seconds
+    empty = seconds.is_null().arg_true()
+    if empty.len():
+        i = int(empty[0])
+        raise InputError(
+            "data.time", texts[i], "an RFC 3339 time", source=f"{src}, line {lines[i]}"
+        )
+    return seconds
 
 
 def _summary(doc: object, path: Path) -> Read:
