@@ -220,7 +220,8 @@ def _write(
         notes += said
     origin = None
     if absolute == {True}:
-        origin = min(float(tables[k][c].min()) for k, c in _TIMES if k in tables)  # type: ignore[arg-type]
+        firsts = [tables[k][c].min() for k, c in _TIMES if k in tables]
+        origin = min(float(v) for v in firsts if v is not None)  # type: ignore[arg-type]
         tables = {
             k: frame.with_columns(pl.col(c) - origin for t, c in _TIMES_ALL if t == k)
             for k, frame in tables.items()
