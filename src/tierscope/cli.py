@@ -336,6 +336,12 @@ CpuLimitOpt = Annotated[
     list[str] | None,
     typer.Option(metavar="COMPONENT=CORES", help="A component's CPU limit (repeatable)."),
 ]
+MemLimitOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="COMPONENT=BYTES", help="A component's memory limit (512Mi, 2G; repeatable)."
+    ),
+]
 GraphOpt = Annotated[
     Path | None,
     typer.Option(metavar="FILE", help="Call graph: adjacency CSV, or YAML component: [callees]"),
@@ -404,6 +410,7 @@ def import_metrics_command(
     ] = None,
     cpu_unit: CpuUnitOpt = None,
     cpu_limit: CpuLimitOpt = None,
+    mem_limit: MemLimitOpt = None,
     graph: GraphOpt = None,
     force: ForceOpt = False,
     as_json: JsonFlag = False,
@@ -415,7 +422,7 @@ def import_metrics_command(
         doc = workflows.import_data(
             "metrics", out_dir, files, baseline=baseline or (), mapping=mapping,
             time_column=time_column, time_unit=time_unit, tz=tz, cpu_unit=cpu_unit,
-            cpu_limit=cpu_limit or (), graph=graph, force=force,
+            cpu_limit=cpu_limit or (), mem_limit=mem_limit or (), graph=graph, force=force,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 
@@ -453,6 +460,7 @@ def import_prometheus_command(
     ] = None,
     cpu_unit: CpuUnitOpt = None,
     cpu_limit: CpuLimitOpt = None,
+    mem_limit: MemLimitOpt = None,
     graph: GraphOpt = None,
     force: ForceOpt = False,
     as_json: JsonFlag = False,
@@ -464,8 +472,8 @@ def import_prometheus_command(
         doc = workflows.import_data(
             "prometheus", out_dir, files or (), url=url, query_file=query_file, start=start,
             end=end, step=step, component_label=component_label or (), metric=metric,
-            baseline=baseline or (), cpu_unit=cpu_unit, cpu_limit=cpu_limit or (), graph=graph,
-            force=force,
+            baseline=baseline or (), cpu_unit=cpu_unit, cpu_limit=cpu_limit or (),
+            mem_limit=mem_limit or (), graph=graph, force=force,
         )  # fmt: skip
     _emit(doc, as_json, terminal.imported)
 
@@ -476,7 +484,6 @@ _FILE_FORMATS = {
     "locust": "Locust's stats histories (PREFIX_stats_history.csv of --csv PREFIX).",
     "k6": "k6 results: --out json NDJSON, or a summary (--summary-export).",
     "otlp": "OpenTelemetry traces: OTLP JSON (file exporter) or protobuf.",
-    "collectl": "collectl plot files (collectl -P -f DIR: .tab, .cpu, .prc; gzipped or not).",
 }
 
 
@@ -510,6 +517,36 @@ def _file_importer(fmt: str, what: str) -> None:
 
 for _fmt, _what in _FILE_FORMATS.items():
     _file_importer(_fmt, _what)
+
+
+@import_app.command("collectl")
+def import_collectl_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE...", help="Plot files (collectl -P): .tab, .cpu, .prc."),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="RUN_DIR", help="New or empty run folder.")
+    ],
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="A recording of normal operation (repeatable)."),
+    ] = None,
+    cpu_limit: CpuLimitOpt = None,
+    mem_limit: MemLimitOpt = None,
+    graph: GraphOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import collectl plot files (collectl -P -f DIR; gzipped or not)."""
+    from tierscope.report import terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.import_data(
+            "collectl", out_dir, files, baseline=baseline or (), cpu_limit=cpu_limit or (),
+            mem_limit=mem_limit or (), graph=graph, force=force,
+        )  # fmt: skip
+    _emit(doc, as_json, terminal.imported)
 
 
 @import_app.command("access-log")

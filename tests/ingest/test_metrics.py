@@ -229,3 +229,21 @@ def test_force_replaces_a_run_folders_own_files_and_nothing_else(
     assert main(["import", "metrics", str(g), "--out", str(other), "--force"]) == 2
     assert "no run.json" in capsys.readouterr().err
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_a_memory_limit_makes_mem_util_of_the_components_nodes(tmp_path: Path) -> None:
+    f = write(tmp_path / "m.csv", """
+ts,tier,node,metric,value
+0,cart,cart-1,mem_bytes,268435456
+0,cart,cart-2,mem_bytes,268435456
+1,cart,cart-1,mem_bytes,536870912
+1,cart,cart-2,mem_bytes,268435456
+""")  # fmt: skip
+    out, notes = import_metrics(tmp_path / "run", [f], mem_limit=["cart=1Gi"])
+    util = metrics_of(out).filter(pl.col("metric") == "mem_util").sort("t")
+    assert util["value"].to_list() == pytest.approx([0.5, 0.75])  # (256+256, 512+256) MiB of 1 GiB
+    assert "mem_util of cart from --mem-limit" in notes
+    for bad in ("cart=lots", "cart=0", "shop=1G", "1G"):
+        with pytest.raises(InputError) as err:
+            import_metrics(tmp_path / "bad", [f], mem_limit=[bad])
+        assert err.value.field == "--mem-limit"

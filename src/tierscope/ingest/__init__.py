@@ -19,7 +19,7 @@ import polars as pl
 from tierscope.errors import InputError
 from tierscope.ingest._files import Read
 from tierscope.ingest.graph import read_graph
-from tierscope.ingest.metrics import cpu_limits, parse_limits, read_map, read_metrics
+from tierscope.ingest.metrics import cpu_limits, mem_limits, parse_limits, read_map, read_metrics
 
 PathLike = str | os.PathLike[str]
 BASELINE = "baseline"
@@ -36,6 +36,7 @@ def import_metrics(
     tz: str | None = None,
     cpu_unit: str | None = None,
     cpu_limit: Sequence[str] = (),
+    mem_limit: Sequence[str] = (),
     graph: PathLike | None = None,
     force: bool = False,
 ) -> tuple[Path, list[str]]:
@@ -47,7 +48,7 @@ def import_metrics(
                "time_unit": time_unit, "tz": tz, "cpu_unit": cpu_unit}  # fmt: skip
     main = [read_metrics(Path(f), **options) for f in files]  # type: ignore[arg-type]
     normal = [read_metrics(Path(f), **options) for f in baseline]  # type: ignore[arg-type]
-    return _write(out, "metrics", main, normal, cpu_limit, graph,
+    return _write(out, "metrics", main, normal, (cpu_limit, mem_limit), graph,
                   _given("metrics", files, baseline), force)  # fmt: skip
 
 
@@ -65,6 +66,7 @@ def import_prometheus(
     metric: str | None = None,
     cpu_unit: str | None = None,
     cpu_limit: Sequence[str] = (),
+    mem_limit: Sequence[str] = (),
     graph: PathLike | None = None,
     force: bool = False,
 ) -> tuple[Path, list[str]]:
@@ -91,7 +93,8 @@ def import_prometheus(
         given = {"prometheus": f"{url} {start}..{end} every {step:g} s: " + ", ".join(queries)}
         if baseline:
             given["baseline"] = ", ".join(str(p) for p in baseline)
-    return _write(out, "prometheus", main, read(baseline), cpu_limit, graph, given, force)
+    return _write(out, "prometheus", main, read(baseline), (cpu_limit, mem_limit), graph, given,
+                  force)  # fmt: skip
 
 
 def _readers() -> dict[str, Callable[..., Read]]:
@@ -120,6 +123,7 @@ def import_files(
     *,
     baseline: Sequence[PathLike] = (),
     cpu_limit: Sequence[str] = (),
+    mem_limit: Sequence[str] = (),
     graph: PathLike | None = None,
     force: bool = False,
     **options: Any,
@@ -141,7 +145,8 @@ def import_files(
         return [read(Path(f), **options) for f in paths]
 
     main, normal = reads(files), reads(baseline)
-    return _write(out, fmt, main, normal, cpu_limit, graph, _given(fmt, files, baseline), force)
+    return _write(out, fmt, main, normal, (cpu_limit, mem_limit), graph,
+                  _given(fmt, files, baseline), force)  # fmt: skip
 
 
 def _queries(path: PathLike | None) -> dict[str, str]:
@@ -182,17 +187,19 @@ def _write(
     fmt: str,
     main: list[Read],
     normal: list[Read],
-    cpu_limit: Sequence[str],
+    limits: tuple[Sequence[str], Sequence[str]],
     graph: PathLike | None,
     given: dict[str, str],
     force: bool = False,
 ) -> tuple[Path, list[str]]:
     """The reads as one run: the data as setup ``s0``, the baseline's as ``baseline``, times
-    rebased to the earliest, the CPU limits and the call graph applied (the user's, else the
-    one the data shows; ``force``: replacing a run folder's own files)."""
+    rebased to the earliest, the CPU and memory ``limits`` (``--cpu-limit``, ``--mem-limit``
+    pairs) and the call graph applied (the user's, else the one the data shows; ``force``:
+    replacing a run folder's own files)."""
     from tierscope.store import write_import
 
-    limits = parse_limits(list(cpu_limit))
+    cores = parse_limits(list(limits[0]))
+    memory = parse_limits(list(limits[1]), "--mem-limit")
     parts: dict[str, list[pl.DataFrame]] = {"metrics": [], "requests": [], "points": []}
     notes: list[str] = []
     absolute: set[bool] = set()
@@ -216,8 +223,10 @@ def _write(
         raise InputError("values", None, "at least one measurement (every cell is empty)",
                          source=next(iter(given.values())))  # fmt: skip
     if "metrics" in tables:
-        tables["metrics"], said = cpu_limits(tables["metrics"], limits, next(iter(given.values())))
-        notes += said
+        source = next(iter(given.values()))
+        tables["metrics"], said = cpu_limits(tables["metrics"], cores, source)
+        tables["metrics"], more = mem_limits(tables["metrics"], memory, source)
+        notes += said + more
     origin = None
     if absolute == {True}:
         firsts = [tables[k][c].min() for k, c in _TIMES if k in tables]

@@ -20,6 +20,7 @@ column; empty cells are no measurement and are counted in the notes.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,19 +280,65 @@ def cpu_limits(
     return pl.concat([frame, util.select(frame.columns)]), notes
 
 
-def parse_limits(pairs: list[str] | None) -> dict[str, float]:
-    """``component=cores`` pairs (``--cpu-limit``)."""
+def parse_limits(pairs: list[str] | None, flag: str = "--cpu-limit") -> dict[str, float]:
+    """``component=amount`` pairs: cores (``--cpu-limit``), or bytes with an optional unit
+    (``--mem-limit``: ``512Mi``, ``2G``, ``1073741824``)."""
     out: dict[str, float] = {}
+    memory = flag == "--mem-limit"
     for text in pairs or []:
         name, sep, value = text.partition("=")
-        try:
-            cores = float(value)
-        except ValueError:
-            cores = float("nan")
-        if not sep or not name.strip() or not cores > 0:
-            raise InputError("--cpu-limit", text, "COMPONENT=CORES with cores > 0")
-        out[name.strip()] = cores
+        amount = _bytes(value) if memory else _number(value)
+        if not sep or not name.strip() or not amount > 0:
+            expected = "COMPONENT=BYTES (512Mi, 2G, ...)" if memory else "COMPONENT=CORES"
+            raise InputError(flag, text, f"{expected} above 0")
+        out[name.strip()] = amount
     return out
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
+
+
+#: Byte units of ``--mem-limit``.
+_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
+          "ti": 2**40}  # fmt: skip
+
+
+def _bytes(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][0-9]+)?)\s*([kmgtKMGT]i?)?[bB]?\s*", text)
+    if m is None:
+        return float("nan")
+    return _number(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+
+
+def mem_limits(
+    frame: pl.DataFrame, limits: Mapping[str, float], source: str
+) -> tuple[pl.DataFrame, list[str]]:
+    """``mem_util`` of each component given a memory limit (bytes), from its ``mem_bytes``
+    (its nodes' summed per sample)."""
+    if not limits:
+        return frame, []
+    components = set(frame["tier"])
+    for name in limits:
+        if name not in components:
+            raise InputError("--mem-limit", name,
+                             "a component of the data: " + ", ".join(sorted(components)),
+                             source=source)  # fmt: skip
+    used = (
+        frame.filter((pl.col("metric") == "mem_bytes") & pl.col("tier").is_in(list(limits)))
+        .group_by("setup", "tier", "t")
+        .agg(pl.col("value").sum())
+        .with_columns(
+            (pl.col("value") / pl.col("tier").replace_strict(dict(limits))).alias("value"),
+            pl.lit("mem_util").alias("metric"),
+            pl.col("tier").alias("node"),
+        )
+    )
+    note = f"mem_util of {', '.join(sorted(limits))} from --mem-limit"
+    return pl.concat([frame, used.select(frame.columns)]), [note]
 
 
 def read_map(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
