@@ -20,7 +20,7 @@ from tierscope import ingest
 from tierscope.errors import InputError
 from tierscope.store import read_run
 
-pytestmark = [pytest.mark.real_system, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.real_system, pytest.mark.timing, pytest.mark.timeout(120)]
 
 HELD = 200 * 2**20
 BURN = (
