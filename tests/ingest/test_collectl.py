@@ -20,8 +20,6 @@ from tierscope import ingest
 from tierscope.errors import InputError
 from tierscope.store import read_run
 
-pytestmark = [pytest.mark.real_system, pytest.mark.timing, pytest.mark.timeout(120)]
-
 HELD = 200 * 2**20
 BURN = (
     "import time\n"
@@ -32,6 +30,9 @@ BURN = (
 )
 
 
+@pytest.mark.real_system
+@pytest.mark.timing
+@pytest.mark.timeout(120)
 def test_a_real_collectl_recording_imports_hosts_cpus_and_processes(tmp_path: Path) -> None:
     collectl = shutil.which("collectl")
     if collectl is None:
