@@ -144,12 +144,13 @@ def test_a_real_nginx_log_imports_with_its_upstream_visits(
     assert up.height == len(held) == 12
     # nginx's times have millisecond resolution; the upstream held each request HOLD_S or more
     up_rt = (up["end"] - up["start"]).to_list()
-    assert min(up_rt) >= HOLD_S - 0.0015
+    assert min(up_rt) >= HOLD_S - 0.002
     joined = up.join(front, left_on="parent", right_on="visit", suffix="_f")
     assert joined.height == 12
-    # the front's time holds the upstream's (both ms; float rounding of epoch seconds aside)
-    inside = (joined["end_f"] - joined["start_f"]) - (joined["end"] - joined["start"])
-    assert (inside >= -1e-6).all()
+    # each upstream visit lies inside the request it served (nginx's two times are rounded to
+    # the millisecond on their own, so the upstream's can pass the request's by one)
+    assert (joined["start"] >= joined["start_f"] - 1e-6).all()
+    assert (joined["end"] <= joined["end_f"] + 1e-6).all()
     assert run.graph.edges() == [("nginx", "upstream")]
     assert req.filter(pl.col("tier") == "client").height == front.height
 

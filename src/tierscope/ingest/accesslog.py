@@ -163,10 +163,12 @@ def read_access_log(
     if "upstream_response_time" in fields.columns:
         up = _upstream(fields, src)
         has = up.is_not_null()
+        # nginx rounds both times to the millisecond on their own: an upstream time can pass
+        # the request's by one; the visit is kept inside the request it served
         frames.append(
             front.filter(has).with_columns(
                 pl.lit(upstream).alias("tier"),
-                (pl.col("end") - up.filter(has)).alias("start"),
+                pl.max_horizontal(pl.col("end") - up.filter(has), pl.col("start")).alias("start"),
                 ("u" + ids.filter(has)).alias("visit"),
                 pl.col("visit").alias("parent"),
             )
