@@ -217,11 +217,17 @@ def rank_suspects(
         for tier, (lead, departed) in chosen.items():
             if not departed or tier not in graph:
                 continue
-            for callee in graph.downstream(tier):
-                other = chosen.get(callee)
-                if other and other[1] and _earlier(other[0].onset, lead.onset):
-                    explained[tier] = callee
-                    break
+            # of the callees (direct or further down) that departed as early: the earliest,
+            # then the deepest (the end of the chain, its cause), then by name
+            early = [
+                c for c in graph.downstream(tier)
+                if c in chosen and chosen[c][1] and _earlier(chosen[c][0].onset, lead.onset)
+            ]  # fmt: skip
+            if early:
+                explained[tier] = min(
+                    early,
+                    key=lambda c: (_onset(chosen[c][0]), -graph.depth(c), c),
+                )
     reach = _symptom_paths(chosen, graph) if symptoms else None
     order = sorted(
         chosen,
@@ -269,6 +275,10 @@ def _symptom_paths(
                 reach.add(call.to)
                 todo.append(call.to)
     return reach
+
+
+def _onset(d: Departure) -> float:
+    return math.inf if d.onset is None else d.onset
 
 
 def _earlier(a: float | None, b: float | None) -> bool:
