@@ -177,6 +177,11 @@ def test_apache_lines_read_with_their_directives(tmp_path: Path) -> None:
     assert front["status"].to_list() == ["ok", "error"]
     assert front["interaction"].to_list() == ["GET /apache_pb.gif", "POST /cart"]
     assert run.spec.time_origin == "2000-10-10T20:55:36+00:00"  # type: ignore[union-attr]
+    # %{msec}t: the arrival in epoch milliseconds
+    log.write_text('1.2.3.4 971211336500 "GET /x HTTP/1.1" 200 1500\n')
+    again = read_run(ingest.import_files("access-log", tmp_path / "run2", [log],
+                                         log_format='%h %{msec}t "%r" %>s %D')[0])  # fmt: skip
+    assert again.spec.time_origin == "2000-10-10T20:55:36.500000+00:00"  # type: ignore[union-attr]
 
 
 def test_formats_compile_to_what_they_name() -> None:

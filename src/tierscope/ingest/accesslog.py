@@ -6,8 +6,8 @@ nginx formats name variables (``$time_local``, ``$request_time``...); Apache for
 directives (``%t``, ``%D``...). What is read:
 
 - the time: nginx ``$msec`` (epoch seconds), ``$time_iso8601`` or ``$time_local``, written
-  when the response ended; Apache ``%t`` (when the request came, or ``%{end:...}t``-style
-  formats are not read) or ``%{msec}t``;
+  when the response ended; Apache ``%t`` or ``%{msec}t`` (epoch milliseconds), when the request
+  came (``%{end:...}t`` forms are not read);
 - the response time: nginx ``$request_time`` (seconds), Apache ``%D`` (microseconds), ``%T``
   (seconds), ``%{ms}T`` or ``%{us}T``;
 - ``$upstream_response_time`` (seconds; several upstreams tried add up; ``-`` is none): the
@@ -40,11 +40,14 @@ from tierscope.spec.graph import Call, Component, Graph
 
 #: Apache directives tierscope reads -> the nginx variable they match.
 APACHE = {
-    "t": "time_apache", "{msec}t": "msec", "D": "duration_us", "T": "request_time",
+    "t": "time_apache", "{msec}t": "msec_apache", "D": "duration_us", "T": "request_time",
     "{ms}T": "duration_ms", "{us}T": "duration_us", "{s}T": "request_time", ">s": "status",
     "s": "status", "<s": "status", "r": "request",
 }  # fmt: skip
-TIMES = ("msec", "time_iso8601", "time_local", "time_apache")
+#: Time fields, first found first: nginx's are written when the response ended, Apache's when
+#: the request came.
+TIMES = ("msec", "time_iso8601", "time_local", "time_apache", "msec_apache")
+ARRIVALS = ("time_apache", "msec_apache")
 DURATIONS = {"request_time": 1.0, "duration_ms": 1e-3, "duration_us": 1e-6}
 _NGINX_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _APACHE_DIR = re.compile(r"%[<>]?(?:\{[^}]*\})?[A-Za-z%]")
@@ -142,7 +145,7 @@ def read_access_log(
                          source=f"{src}, line {line}")  # fmt: skip
     end = _times(fields, when, src, tz)
     seconds = _seconds(fields, took, src) * DURATIONS[took]
-    start, stop = (end, end + seconds) if when == "time_apache" else (end - seconds, end)
+    start, stop = (end, end + seconds) if when in ARRIVALS else (end - seconds, end)
     status = _status(fields, src)
     interaction = (
         fields["request"].str.extract(r"^(\S+\s+[^?\s]*)")
@@ -158,7 +161,7 @@ def read_access_log(
     frames = [front, front.with_columns(pl.lit(CLIENT).alias("tier"),
                                         pl.lit(None, pl.String).alias("visit"))]  # fmt: skip
     calls = None
-    notes = [f"{path.name}: {fields.height} requests; times from ${when}, response times from "
+    notes = [f"{path.name}: {fields.height} requests; times from {when}, response times from "
              f"{took} ({style} format); {int((status == 'error').sum())} failed (5xx)"]  # fmt: skip
     if "upstream_response_time" in fields.columns:
         up = _upstream(fields, src)
@@ -185,8 +188,8 @@ def read_access_log(
 
 def _times(fields: pl.DataFrame, when: str, src: str, tz: str | None) -> pl.Series:
     text = fields[when].str.strip_chars()
-    if when == "msec":
-        out = text.cast(pl.Float64, strict=False)
+    if when in ("msec", "msec_apache"):  # nginx: seconds.milliseconds; Apache: milliseconds
+        out = text.cast(pl.Float64, strict=False) * (1e-3 if when == "msec_apache" else 1.0)
     else:
         fmt = "%d/%b/%Y:%H:%M:%S %z" if when in ("time_local", "time_apache") else None
         if fmt is None:
