@@ -102,12 +102,12 @@ def client_tables(
     failed = samples.height - int(samples["ok"].sum())
     notes = [
         f"{samples.height} requests ({failed} failed), {samples['label'].n_unique()} request names",
-        _levels_said(windows),
+        levels_said(windows),
     ]
     return {"requests": requests, "metrics": metrics, "points": points}, notes
 
 
-def _levels_said(windows: pl.DataFrame) -> str:
+def levels_said(windows: pl.DataFrame) -> str:
     if windows.height == 0:
         return (
             "no load levels: no count of active users held for "
@@ -234,5 +234,6 @@ __all__ = [
     "client_tables",
     "level_windows",
     "long_metrics",
+    "levels_said",
     "per_second",
 ]

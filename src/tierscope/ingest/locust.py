@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from tierscope.errors import InputError
-from tierscope.ingest._client import CLIENT, level_windows, long_metrics
+from tierscope.ingest._client import CLIENT, level_windows, levels_said, long_metrics
 from tierscope.ingest._files import Read, numbers, read_table, reject
 from tierscope.ingest._time import parse_times
 
@@ -84,16 +84,10 @@ def read_locust(path: Path) -> Read:
     notes = [
         f"{path.name}: times are {times.said}; {table.height} seconds of Locust's totals; its "
         "percentiles cover the last 10 s (Locust's window), not each second",
-        _said(windows),
+        levels_said(windows),
     ]
     return Read(long_metrics(metrics, CLIENT), times.absolute, notes,
                 points=_points(wide, windows))  # fmt: skip
-
-
-def _said(windows: pl.DataFrame) -> str:
-    if windows.height == 0:
-        return "no load levels: no user count held for 5 s (the per-second metrics are kept)"
-    return f"{windows.height} load levels: " + ", ".join(f"{v:g}" for v in windows["level"])
 
 
 def _points(wide: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame | None:
