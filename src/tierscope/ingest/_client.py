@@ -233,7 +233,7 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "client_tables",
     "level_windows",
-    "long_metrics",
     "levels_said",
+    "long_metrics",
     "per_second",
 ]
