@@ -102,6 +102,16 @@ def _pandas_header(head: bytes) -> tuple[list[str], int] | None:
     return None
 
 
+def require_columns(
+    table: pl.DataFrame, required: tuple[str, ...], expected: str, src: str
+) -> None:
+    """InputError naming the first of ``required`` the table lacks; ``expected`` says what the
+    file should be."""
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise InputError(missing[0], None, expected, source=src)
+
+
 def line_of(table: pl.DataFrame, mask: pl.Series) -> int | None:
     """The file line (``_line``) of the first row where ``mask`` holds, None if none does."""
     hit = mask.fill_null(False).arg_true()

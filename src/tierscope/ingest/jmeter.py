@@ -17,7 +17,7 @@ import polars as pl
 
 from tierscope.errors import InputError
 from tierscope.ingest._client import client_tables
-from tierscope.ingest._files import Read, numbers, read_table, reject
+from tierscope.ingest._files import Read, numbers, read_table, reject, require_columns
 from tierscope.ingest._time import parse_times
 
 REQUIRED = ("timeStamp", "elapsed")
@@ -28,15 +28,13 @@ def read_jmeter(path: Path, *, tz: str | None = None) -> Read:
     """One JTL CSV file (see the module's docstring)."""
     src = str(path)
     table = read_table(path)
-    missing = [c for c in REQUIRED if c not in table.columns]
-    if missing:
-        raise InputError(
-            missing[0],
-            None,
-            "a JTL CSV file with its header row (columns timeStamp, elapsed, label, success, "
-            "allThreads; jmeter.save.saveservice.print_field_names=true)",
-            source=src,
-        )
+    require_columns(
+        table,
+        REQUIRED,
+        "a JTL CSV file with its header row (columns timeStamp, elapsed, label, success, "
+        "allThreads; jmeter.save.saveservice.print_field_names=true)",
+        src,
+    )
     times = parse_times(table["timeStamp"], source=src, column="timeStamp", tz=tz)
     if not times.absolute:
         raise InputError("timeStamp", table["timeStamp"][0], "epoch milliseconds or a date-time",

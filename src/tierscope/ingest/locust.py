@@ -20,7 +20,7 @@ import polars as pl
 
 from tierscope.errors import InputError
 from tierscope.ingest._client import CLIENT, level_windows, levels_said, long_metrics
-from tierscope.ingest._files import Read, numbers, read_table, reject
+from tierscope.ingest._files import Read, numbers, read_table, reject, require_columns
 from tierscope.ingest._time import parse_times
 
 TOTALS = ("Total Request Count", "Total Failure Count", "Total Average Response Time")
@@ -33,15 +33,13 @@ def read_locust(path: Path) -> Read:
     """One ``*_stats_history.csv`` (see the module's docstring)."""
     src = str(path)
     table = read_table(path)
-    missing = [c for c in REQUIRED if c not in table.columns]
-    if missing:
-        raise InputError(
-            missing[0],
-            None,
-            "a Locust stats history (locust --csv PREFIX writes PREFIX_stats_history.csv) "
-            "with the columns " + ", ".join(REQUIRED),
-            source=src,
-        )
+    require_columns(
+        table,
+        REQUIRED,
+        "a Locust stats history (locust --csv PREFIX writes PREFIX_stats_history.csv) "
+        "with the columns " + ", ".join(REQUIRED),
+        src,
+    )
     table = table.filter(pl.col("Name").str.strip_chars() == AGGREGATED)
     if table.height == 0:
         raise InputError("Name", None, f"rows named {AGGREGATED} (Locust's totals)", source=src)
