@@ -11,16 +11,14 @@ import datetime as dt
 import os
 import shutil
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from tests.experiment._support import require
+from tests.ingest._servers import counting_server
 from tierscope import ingest
 from tierscope.spec.runs import ImportSpec
 from tierscope.store import read_run
@@ -79,29 +77,8 @@ PLAN = """<?xml version="1.0" encoding="UTF-8"?>
 
 @pytest.fixture
 def server() -> Iterator[tuple[int, list[float]]]:
-    arrivals: list[float] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            arrivals.append(time.time())
-            time.sleep(SERVICE_S)
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield int(httpd.server_address[1]), arrivals
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with counting_server(SERVICE_S) as served:
+        yield served
 
 
 def test_a_real_jmeter_run_imports_with_its_levels_and_throughput(

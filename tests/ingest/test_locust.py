@@ -7,14 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.ingest._servers import counting_server
 from tierscope import ingest
 from tierscope.spec.runs import ImportSpec
 from tierscope.store import read_run
@@ -48,30 +46,8 @@ class TwoLevels(LoadTestShape):
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, list[float]]]:
-    """A server that answers after SERVICE_S and notes when each request came."""
-    arrivals: list[float] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            arrivals.append(time.time())
-            time.sleep(SERVICE_S)
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", arrivals
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with counting_server(SERVICE_S) as (port, arrivals):
+        yield f"http://127.0.0.1:{port}", arrivals
 
 
 def test_a_real_locust_run_imports_with_its_levels_and_throughput(
