@@ -16,6 +16,10 @@ learning items), and its accuracy on REAL corpora, every leave-two-setups-out fo
    class, scored on the same folds).
 2. **Webstack corpus** (nginx -> app -> PostgreSQL 15, ``examples/corpus/webstack.yaml``), the
    same pipeline; it reports its scores (no target). Needs nginx-light and postgresql-15.
+3. **Graph corpus** (issue 16): 24 setups of the shop call graph (``examples/corpus/graph.yaml``;
+   the catalogue's database, payment and orders each capped in 8), measured on the embedded
+   system: the limiting component of setups never seen, against the majority baseline
+   (target: >= 90 %), and client/gray/server.
 
 A corpus takes about 40 s per setup (16 minutes for 24); set ``TIERSCOPE_CORPUS_DIR`` to keep
 the corpora between runs (a complete setup is not run again).
@@ -219,3 +223,12 @@ def test_webstack_corpus(record: Recorder) -> None:
         pytest.fail(f"needs {', '.join(missing_parts())}: {INSTALL_HINT}")
     result = _scores(_corpus("webstack"))
     record("learn_webstack_corpus", result)
+
+
+def test_graph_corpus(record: Recorder) -> None:
+    result = _scores(_corpus("graph"))
+    record("learn_graph_corpus", result)
+    tier = result["tier"]
+    assert tier["folds"] == SETUPS * (SETUPS - 1) // 2
+    best = tier["models"][tier["best"]]
+    assert best["accuracy"] >= 0.90 and best["accuracy"] > tier["baseline"] + 0.25

@@ -223,3 +223,38 @@ def test_push_back_follows_the_call_graph_not_an_order() -> None:
         ("orders", "pool"): "push-back",
     }
     assert entry["kind"] != "single"  # two causes, not one
+
+
+@pytest.mark.parametrize(
+    ("full_pool", "role"), [("payment", "push-back"), ("orders-db", "bottleneck")]
+)
+def test_a_pool_to_one_callee_is_pushed_back_only_from_that_callee(
+    full_pool: str, role: str
+) -> None:
+    # orders calls payment and orders-db, a pool to each (pool_util:<callee>, and pool_util:
+    # the fullest); payment's CPU is saturated. The pool to payment full is push-back; the pool
+    # to orders-db full is not explained by payment: a bottleneck of its own (sized too small).
+    graph = Graph.build(
+        [
+            Component("orders", calls=(Call("payment"), Call("orders-db"))),
+            Component("payment"),
+            Component("orders-db"),
+        ],
+        "orders",
+    )
+    t = np.arange(0, STEADY, DT)
+    other = "orders-db" if full_pool == "payment" else "payment"
+    rows = [
+        ("payment", "cpu_util", np.full(t.size, 0.99)),
+        ("orders-db", "cpu_util", np.full(t.size, 0.3)),
+        ("orders", "pool_util", np.full(t.size, 1.0)),
+        ("orders", f"pool_util:{full_pool}", np.full(t.size, 1.0)),
+        ("orders", f"pool_util:{other}", np.full(t.size, 0.2)),
+    ]
+    metrics = long_metrics(t, rows)
+    opts = AnalysisOptions()
+    (entry,) = analyze_bottlenecks(window_states(metrics, WINDOWS, opts), opts, graph=graph)
+    (pool,) = [r for r in entry["resources"] if r["resource"] == "pool"]
+    assert (pool["tier"], pool["role"], pool["parts"]) == ("orders", role, [full_pool])
+    roles = {(r["tier"], r["resource"]): r["role"] for r in entry["resources"]}
+    assert roles[("payment", "cpu")] == "bottleneck"

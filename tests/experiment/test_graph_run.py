@@ -57,9 +57,34 @@ def test_capped_payment_is_the_bottleneck_and_orders_pushes_back(
     assert saturated["primary"]["resource"] == "cpu"
     roles = {(r["tier"], r["resource"]): r["role"] for r in saturated["resources"]}
     assert roles.get(("orders", "pool")) == "push-back", roles
+    # the pool that fills is orders' pool to payment, never its pool to orders-db
+    (pool,) = [
+        r for r in saturated["resources"] if (r["tier"], r["resource"]) == ("orders", "pool")
+    ]
+    assert pool["parts"] == ["payment"], pool
     for level in (light, saturated):
         blamed = [r["tier"] for r in level["resources"] if r["role"] == "bottleneck"]
         assert "gateway" not in blamed, level
+
+
+def test_each_pool_to_a_callee_is_measured_on_its_own(shop: tuple[dict[str, Any], Run]) -> None:
+    # orders holds 4 connections to each of payment and orders-db: at level 30 the calls to the
+    # saturated payment hold every connection to it and more wait for one; the pool to
+    # orders-db is not full. A pool's utilisation is connections in use / its size, never above 1.
+    _, r = shop
+    m = r.metrics.filter(pl.col("tier") == "orders")
+    t_start, t_end = r.points.filter(pl.col("level") == 30).select("t_start", "t_end").row(0)
+    busy = m.filter(pl.col("t").is_between(t_start, t_end))
+
+    def mean(metric: str) -> float:
+        return float(busy.filter(pl.col("metric") == metric)["value"].mean())
+
+    assert m.filter(pl.col("metric").str.starts_with("pool_util"))["value"].max() <= 1.0
+    assert mean("pool_util:payment") > 0.9
+    assert mean("pool_util:orders-db") < 0.9
+    assert mean("pool_waiting:payment") > 1.0  # calls queue for a connection to payment
+    assert mean("pool_waiting:orders-db") < mean("pool_waiting:payment") / 4
+    assert r.points.filter(pl.col("level") == 30)["orders.pool_util:payment"][0] > 0.9
 
 
 def test_every_request_path_follows_the_call_graph(shop: tuple[dict[str, Any], Run]) -> None:

@@ -17,8 +17,9 @@ import yaml
 from tests.learn.conftest import planted_tiers
 from tierscope import cli
 from tierscope.learn import evaluate, load_dataset
-from tierscope.learn.corpus import build_corpus, setups, twin_model
-from tierscope.spec.learn import CorpusSpec, LearnOptions
+from tierscope.learn.corpus import build_corpus, setup_document, setups, twin_model
+from tierscope.spec.experiment import parse_experiment
+from tierscope.spec.learn import CorpusSpec, LearnOptions, load_corpus_spec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "graph.yaml"
 CAPPED = ["catalogue-db", "payment", "orders"]
@@ -91,3 +92,10 @@ def test_a_component_the_experiment_lacks_is_refused(
     assert cli.main(["corpus", str(spec_file), "--out", str(tmp_path / "c"), "--twin"]) == 2
     err = capsys.readouterr().err
     assert "vary.tiers[1]" in err and "'app' is not a component" in err
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLE.parent.joinpath("corpus").glob("*.yaml")))
+def test_example_corpus_specs_give_valid_experiments(path: Path) -> None:
+    spec = load_corpus_spec(path)
+    for setup in setups(spec, 6):
+        parse_experiment(setup_document(spec, setup, str(path)))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -13,7 +15,7 @@ from tests.plan._synthetic import write_sweep
 from tests.plan.conftest import CPU, LEVELS, mix_samples, true_demands
 from tierscope.domains.ntier import predict
 from tierscope.plan import calibrate, model_vs_measurement
-from tierscope.plan.calibrate import _validation_advice
+from tierscope.plan.calibrate import _interaction_demands, _validation_advice
 from tierscope.qn import Network, solve
 from tierscope.spec import parse_model
 from tierscope.store import read_run
@@ -189,3 +191,24 @@ def test_a_planted_host_background_is_found_and_predicted(
     at55 = next(r for r in cal.rows if r["level"] == 55)
     assert quiet.rt_mean < 0.8 * at55["measured"]["rt_mean"]
     assert abs(at55["error"]["rt_mean"]) < 0.2
+
+
+def test_on_a_call_graph_a_skipped_branch_keeps_its_zero_demand() -> None:
+    # one interaction; requests 0 and 1 visit payment, 2 and 3 skip it (p < 1). Smoothed by
+    # interaction alone every request would get half a payment visit; by interaction and path
+    # the two that skipped keep none and the two that called it share their mean.
+    rows = [("client", r) for r in "abcd"] + [("gateway", r) for r in "abcd"]
+    rows += [("payment", "a"), ("payment", "b")]
+    requests = pl.DataFrame(
+        {"tier": [t for t, _ in rows], "request_id": [r for _, r in rows], "interaction": "visit"}
+    )
+    run = SimpleNamespace(requests=requests)
+    samples = [[0.001, 0.005], [0.003, 0.003], [0.002, 0.0], [0.002, 0.0]]  # gateway, payment
+    ids = pl.Series(list("abcd"))
+
+    plain, _ = _interaction_demands(run, ids, np.array(samples))  # type: ignore[arg-type]
+    assert plain[:, 1].tolist() == pytest.approx([0.002] * 4)
+    by_path, used = _interaction_demands(run, ids, np.array(samples), paths=True)  # type: ignore[arg-type]
+    assert used
+    assert by_path[:, 1].tolist() == pytest.approx([0.004, 0.004, 0.0, 0.0])
+    assert by_path[:, 0].tolist() == pytest.approx([0.002] * 4)

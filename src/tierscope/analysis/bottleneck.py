@@ -84,7 +84,9 @@ SOFT = ("workers", "pool")
 def window_states(
     metrics: pl.DataFrame | pl.LazyFrame, windows: pl.DataFrame, options: AnalysisOptions
 ) -> pl.DataFrame:
-    """Per (setup, level, rep, window k, tier, node, resource): ``score`` and ``value``.
+    """Per (setup, level, rep, window k, tier, node, resource): ``score`` and ``value``, and
+    ``part``: what of the resource scored highest (the callee of ``pool_util:<callee>``; null
+    for a whole-resource metric).
 
     ``windows`` has one row per steady window (setup, level, rep, t_start, t_end); metrics are
     assigned to them by time. Only whole windows of ``window_s`` count (a steady window shorter
@@ -102,10 +104,15 @@ def window_states(
         .group_by("_setup", "_level", "_rep", "k", "tier", "node", "resource", "metric")
         .agg(pl.col("value").mean(), pl.col("score").mean())
     )
+    # on a tie (a component's pool_util is its fullest pool_util:<callee>) the part is named
     return (
-        per_metric.sort("score", descending=True)
+        per_metric.sort("score", "metric", descending=True)
         .group_by("_setup", "_level", "_rep", "k", "tier", "node", "resource")
-        .agg(pl.col("score").first(), pl.col("value").first())
+        .agg(
+            pl.col("score").first(),
+            pl.col("value").first(),
+            pl.col("metric").first().str.extract(":(.*)$").alias("part"),
+        )
         .rename({"_setup": "setup", "_level": "level", "_rep": "rep"})
         .sort("setup", "level", "rep", "k", "tier", "node", "resource")
         .collect()
@@ -211,19 +218,35 @@ def _relation(dep: dict[str, Any], alpha: float) -> str:
 
 
 def _pushed_back(
-    server: list[int], resources: list[tuple[str, str, str]], graph: Graph | None
+    server: list[int],
+    resources: list[tuple[str, str, str]],
+    parts: list[set[str]],
+    graph: Graph | None,
 ) -> set[int]:
     """Soft resources saturated while a hardware resource of their tier or of a tier downstream
-    is saturated too (see the module docstring); none without a call graph."""
+    is saturated too (see the module docstring); none without a call graph. A component's pool
+    to a callee (``parts``: the callees of the pools found full) is pushed back only from that
+    callee or below it: a full pool to one callee is not explained by another's saturation."""
+    if graph is None:
+        return set()
     hard = {resources[j][0] for j in server if resources[j][2] in HARDWARE}
+
+    def behind(i: int) -> set[str]:
+        tier = resources[i][0]
+        callees = [c for c in parts[i] if c in graph]
+        if resources[i][2] == "pool" and callees:
+            return set().union(*({c} | graph.downstream(c) for c in callees))
+        return {tier} | graph.downstream(tier)
+
     return {
         i
         for i in server
-        if resources[i][2] in SOFT
-        and graph is not None
-        and resources[i][0] in graph
-        and (resources[i][0] in hard or hard & graph.downstream(resources[i][0]))
+        if resources[i][2] in SOFT and resources[i][0] in graph and hard & behind(i)
     }
+
+
+def _to(parts: set[str]) -> str:
+    return f" (to {', '.join(sorted(parts))})" if parts else ""
 
 
 def _components(nodes: list[int], edges: list[tuple[int, int]]) -> list[list[int]]:
@@ -323,22 +346,27 @@ def _classify(
     res_index = {r: i for i, r in enumerate(resources)}
     B = np.zeros((len(resources), T), dtype=bool)
     values: list[list[float]] = [[] for _ in resources]
-    for tier, node, res, rep, k, sat, value in frame.select(
-        "tier", "node", "resource", "rep", "k", "sat", "value"
+    parts: list[set[str]] = [set() for _ in resources]  # e.g. the callees of full pools
+    if "part" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, pl.String).alias("part"))
+    for tier, node, res, rep, k, sat, value, part in frame.select(
+        "tier", "node", "resource", "rep", "k", "sat", "value", "part"
     ).iter_rows():
         i = res_index[(tier, node, res)]
         B[i, win_index[(rep, k)]] = bool(sat)
         values[i].append(float(value))
+        if sat and part is not None:
+            parts[i].add(part)
     f = B.mean(axis=1)
 
     bottleneck = [i for i in range(len(resources)) if f[i] > options.partial_min]
     server = [i for i in bottleneck if resources[i][0] not in (CLIENT, HOST)]
-    pushed = _pushed_back(server, resources, graph)
+    pushed = _pushed_back(server, resources, parts, graph)
     server = [i for i in server if i not in pushed]
 
     def resource_doc(i: int) -> dict[str, Any]:
         tier, node, res = resources[i]
-        return {
+        doc = {
             "tier": tier,
             "node": node,
             "resource": res,
@@ -347,6 +375,9 @@ def _classify(
             "role": _role(tier, i in pushed),
             "mean_utilization": float(np.mean(values[i])) if values[i] else None,
         }
+        if parts[i]:
+            doc["parts"] = sorted(parts[i])
+        return doc
 
     client = [i for i in bottleneck if resources[i][0] == CLIENT]
     host = [i for i in bottleneck if resources[i][0] == HOST]
@@ -382,7 +413,7 @@ def _classify(
     host_note = ""
     if pushed:
         host_note += "; push-back (full because a hardware resource downstream is): " + ", ".join(
-            f"{name[i]} {f[i]:.0%}" for i in sorted(pushed)
+            f"{name[i]}{_to(parts[i])} {f[i]:.0%}" for i in sorted(pushed)
         )
     if host:
         host_note += "; host " + ", ".join(f"{name[i]} {f[i]:.0%}" for i in host)

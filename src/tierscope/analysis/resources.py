@@ -54,18 +54,18 @@ def resource_samples(
 
     ``score`` = value / threshold; null and NaN values are dropped; ``node`` falls back to the
     tier when missing. Client-only signals (the load generator's lag) are kept for tier
-    ``client`` only.
+    ``client`` only. A metric ``<signal>:<part>`` measures one part of the signal's resource
+    (``pool_util:<callee>``: a component's pool to one callee) and is judged as the signal is.
     """
     limits = thresholds_of(options)
-    resource = pl.col("metric").replace_strict(
-        {m: s.resource for m, s in SIGNALS.items()}, default=None
-    )
+    signal = pl.col("metric").str.replace(":.*", "")
+    resource = signal.replace_strict({m: s.resource for m, s in SIGNALS.items()}, default=None)
     client_only = [m for m, s in SIGNALS.items() if s.client_only]
     return (
         metrics.lazy()
-        .filter(pl.col("metric").is_in(list(SIGNALS)))
+        .filter(signal.is_in(list(SIGNALS)))
         .filter(pl.col("value").is_not_null() & pl.col("value").is_not_nan())
-        .filter(~pl.col("metric").is_in(client_only) | (pl.col("tier") == "client"))
+        .filter(~signal.is_in(client_only) | (pl.col("tier") == "client"))
         .select(
             pl.col("t"),
             pl.col("tier"),
@@ -73,9 +73,7 @@ def resource_samples(
             pl.col("metric"),
             resource.alias("resource"),
             pl.col("value"),
-            (pl.col("value") / pl.col("metric").replace_strict(limits, default=None)).alias(
-                "score"
-            ),
+            (pl.col("value") / signal.replace_strict(limits, default=None)).alias("score"),
         )
     )
 

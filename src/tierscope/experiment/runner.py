@@ -55,8 +55,9 @@ Progress = Callable[[dict[str, Any]], None]
 #: Called with the deployment and each progress tick of a level (elastic control).
 Control = Callable[[Deployment, dict[str, Any]], None]
 PROGRESS_EVERY_S = 0.25
-#: Per-tier aggregates in points: metrics averaged over a tier's nodes (fractions); all other
-#: metrics are summed over nodes (cores, queue lengths, rates are additive).
+#: Per-tier aggregates in points: metrics averaged over a tier's nodes (fractions, and their
+#: per-callee forms such as ``pool_util:<callee>``); all other metrics are summed over nodes
+#: (cores, queue lengths, rates are additive).
 MEAN_OVER_NODES = ("cpu_util", "cpu_throttled_ratio", "worker_util", "pool_util")
 
 
@@ -650,7 +651,8 @@ def point_row(
         for r in per_tier.sort("tier", "metric").iter_rows(named=True):
             value = (
                 r["mean"]
-                if r["metric"] in MEAN_OVER_NODES or r["tier"] in ("client", "host")
+                if r["metric"].partition(":")[0] in MEAN_OVER_NODES
+                or r["tier"] in ("client", "host")
                 else r["sum"]
             )
             row[f"{r['tier']}.{r['metric']}"] = float(value)

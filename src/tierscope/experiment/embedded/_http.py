@@ -12,7 +12,11 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
+
+if TYPE_CHECKING:
+    from tierscope.experiment.embedded._instrument import Gauges
 
 MAX_HEAD = 64 * 1024
 REASONS = {
@@ -148,18 +152,26 @@ async def start_server(
 
 
 class Upstream:
-    """A pool of keep-alive connections to one HTTP server (one app replica)."""
+    """A pool of keep-alive connections to one HTTP server (one app replica).
 
-    def __init__(self, host: str, port: int, *, max_connections: int) -> None:
+    ``outstanding`` counts the requests holding one of its ``max_connections`` (more wait for
+    one); with ``gauges``, its slot ``pool_busy`` counts them too."""
+
+    def __init__(
+        self, host: str, port: int, *, max_connections: int, gauges: Gauges | None = None
+    ) -> None:
         self.host, self.port = host, port
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.slots = asyncio.Semaphore(max_connections)
         self.outstanding = 0
+        self.gauges = gauges
 
     async def request(self, method: str, target: str, headers: dict[str, str], body: bytes):
         """Forward one request; returns (status, headers, body)."""
         async with self.slots:
             self.outstanding += 1
+            if self.gauges is not None:
+                self.gauges.add("pool_busy")
             try:
                 for attempt in range(2):  # a kept-alive connection may have been closed: retry once
                     conn = self.idle.pop() if self.idle else None
@@ -182,6 +194,8 @@ class Upstream:
                 raise ConnectionError("unreachable")
             finally:
                 self.outstanding -= 1
+                if self.gauges is not None:
+                    self.gauges.add("pool_busy", -1)
 
     @staticmethod
     async def _exchange(conn, method, target, headers, body):

@@ -8,12 +8,14 @@ call ``{to, p, times}`` is made with probability ``p``, ``times`` visits to the 
 callee replica with the fewest outstanding requests over a keep-alive pool of ``pool``
 connections per replica; in sequence, or all together and joined (``parallel``).
 
-Calls outstanding to each callee are published in a gauge file per callee (``calls_<callee>``,
-slot ``active``): the monitor reports them as ``calls_out:<callee>``, what waits at a callee's
-door, which a paused callee cannot count itself. Every visit is recorded (request id from
-``X-Request-Id``; the visit's own id and its parent's, from ``X-Parent-Visit``, in the record's
-detail: ``VISIT PARENT``), so a request's path through the graph can be rebuilt. A callee's
-error makes the visit answer 502.
+Each callee has a gauge file of its own (``calls_<callee>``): slot ``active`` counts the calls
+outstanding to it (the monitor's ``calls_out:<callee>``, what waits at a callee's door, which a
+paused callee cannot count itself), ``pool_busy`` the calls holding one of its connections and
+``pool_size`` its connections (``pool`` per replica); the others wait for one. So each pool is
+its own resource (``pool_util:<callee>``), never more than full. Every visit is recorded
+(request id from ``X-Request-Id``; the visit's own id and its parent's, from
+``X-Parent-Visit``, in the record's detail: ``VISIT PARENT``), so a request's path through the
+graph can be rebuilt. A callee's error makes the visit answer 502.
 
 A callee's replicas can change while the system runs (``Deployment.scale``): the deployment
 rewrites the callee's peers file (``peers``: a JSON list of ``[host, port]``), each caller
@@ -50,6 +52,7 @@ class Callee:
     times: int
     replicas: list[Upstream]
     pool: int
+    gauges: Gauges
     peers: Path | None = None
     seen: int | None = None  # the peers file's mtime (ns) last read
 
@@ -68,10 +71,12 @@ class Callee:
         have = {(u.host, u.port): u for u in self.replicas}
         if not listed or set(listed) == set(have):
             return
-        self.replicas = [
-            have.get(a) or Upstream(a[0], a[1], max_connections=self.pool) for a in listed
-        ]
+        self.replicas = [have.get(a) or self.upstream(a[0], a[1]) for a in listed]
         retiring.extend(u for a, u in have.items() if a not in set(listed))
+        self.gauges.set("pool_size", self.pool * len(self.replicas))
+
+    def upstream(self, host: str, port: int) -> Upstream:
+        return Upstream(host, port, max_connections=self.pool, gauges=self.gauges)
 
 
 class Component:
@@ -81,25 +86,25 @@ class Component:
         self.costs = _node.costs_of(cfg)
         self.workers = int(cfg.get("workers") or 64)
         self.pool = pool = int(cfg.get("pool") or self.workers)
-        self.callees = [
-            Callee(
-                to=str(c["to"]),
+        self.callees: list[Callee] = []
+        for c in cfg.get("calls", []):
+            to = str(c["to"])
+            callee = Callee(
+                to=to,
                 p=float(c.get("p", 1.0)),
                 times=int(c.get("times", 1)),
-                replicas=[Upstream(h, int(port), max_connections=pool) for h, port in c["at"]],
+                replicas=[],
                 pool=pool,
+                gauges=Gauges(cfg[f"calls_{to}"], pool_size=pool * len(c["at"])),
                 peers=Path(c["peers"]) if c.get("peers") else None,
             )
-            for c in cfg.get("calls", [])
-        ]
+            callee.replicas = [callee.upstream(h, int(port)) for h, port in c["at"]]
+            self.callees.append(callee)
         self.retiring: list[Upstream] = []
         self.parallel = bool(cfg.get("parallel"))
         self.io_file = cfg["io_file"] if cfg.get("storage") else None
-        upstreams = sum(len(c.replicas) for c in self.callees)
-        self.gauges = Gauges(cfg["gauges"], workers=self.workers, pool_size=pool * upstreams)
-        # calls outstanding to each callee (slot ``active``): what waits at each callee's door,
-        # which a paused callee cannot count itself
-        self.calls_out = {c.to: Gauges(cfg[f"calls_{c.to}"]) for c in self.callees}
+        # the pools are the callees' (their gauge files); this one counts requests and workers
+        self.gauges = Gauges(cfg["gauges"], workers=self.workers)
         self.log = RequestLog(cfg["log"])
         self.slots = asyncio.Semaphore(self.workers)
         self.queue_limit = int(cfg.get("queue_limit") or 0)
@@ -148,24 +153,20 @@ class Component:
         return Response(200, f"{self.name} ok".encode(), content_type="text/plain")
 
     async def _call(self, callee: Callee, req: Request, rid: str, visit: str) -> int:
-        # pool_busy counts the calls holding or waiting for a connection to a callee: over
-        # the pool (pool_util > 1) calls queue for it, which is what saturates the pool
-        self.gauges.add("pool_busy")
-        try:
-            with self.calls_out[callee.to].count("active"):
-                headers = {"X-Request-Id": rid, PARENT_HEADER: visit}
-                while True:
-                    upstream = self._least_loaded(callee)
-                    try:
-                        status, _, _ = await upstream.request("GET", req.target, headers, b"")
-                        return int(status)
-                    except (ConnectionError, asyncio.IncompleteReadError):
-                        # a replica scaled away before this caller saw it go: the call goes
-                        # to one that is there; any other failure is the callee's answer
-                        if any(u is upstream for u in callee.replicas):
-                            raise
-        finally:
-            self.gauges.add("pool_busy", -1)
+        # ``active``: the call is outstanding, holding one of the pool's connections (the
+        # Upstream counts ``pool_busy``) or waiting for one
+        with callee.gauges.count("active"):
+            headers = {"X-Request-Id": rid, PARENT_HEADER: visit}
+            while True:
+                upstream = self._least_loaded(callee)
+                try:
+                    status, _, _ = await upstream.request("GET", req.target, headers, b"")
+                    return int(status)
+                except (ConnectionError, asyncio.IncompleteReadError):
+                    # a replica scaled away before this caller saw it go: the call goes to
+                    # one that is there; any other failure is the callee's answer
+                    if any(u is upstream for u in callee.replicas):
+                        raise
 
     def _least_loaded(self, callee: Callee) -> Upstream:
         first = next(self.turn)
@@ -189,12 +190,8 @@ class Component:
         """Keep each callee's replicas as its peers file lists them; close dropped replicas'
         connections once no call is outstanding there."""
         while True:
-            before = sum(len(c.replicas) for c in self.callees)
             for c in self.callees:
                 c.reload(self.retiring)
-            after = sum(len(c.replicas) for c in self.callees)
-            if after != before:
-                self.gauges.add("pool_size", self.pool * (after - before))
             for u in [u for u in self.retiring if u.outstanding == 0]:
                 u.close()
                 self.retiring.remove(u)

@@ -222,7 +222,8 @@ class GraphScaler:
                 extra_files={f"calls_{c}": f"to-{c}.gauges" for c in callees},
                 server="component", tail=VisitTail,
             )  # fmt: skip
-            node.extra_metrics = _calls_out({c: [f[f"calls_{c}"] for f in files] for c in callees})
+            by_callee = {c: [f[f"calls_{c}"] for f in files] for c in callees}
+            node.extra_metrics = _callee_metrics(by_callee)
             self.endpoints[component][name] = ("127.0.0.1", port)
             added.append(node)
         self._publish(component)
@@ -271,16 +272,25 @@ def start_graph(
     return GraphScaler(system, workdir, supervisor, hierarchy).deploy()
 
 
-def _calls_out(files: dict[str, list[Path]]) -> Callable[[], dict[str, float]] | None:
-    """The node's calls outstanding to each callee (metric ``calls_out:<callee>``)."""
+def _callee_metrics(files: dict[str, list[Path]]) -> Callable[[], dict[str, float]] | None:
+    """The node's calls to each callee: ``calls_out:<callee>`` (outstanding, holding one of the
+    pool's connections or waiting for one), ``pool_util:<callee>`` (connections in use / the
+    pool's size), ``pool_waiting:<callee>`` (calls waiting for a connection), and
+    ``pool_util``: its fullest pool."""
     if not files:
         return None
 
     def read() -> dict[str, float]:
-        out = {}
+        out: dict[str, float] = {}
         for callee, paths in files.items():
-            values = [read_gauges(p) for p in paths]
-            out[f"calls_out:{callee}"] = float(sum(v["active"] for v in values if v))
+            values = [v for v in map(read_gauges, paths) if v]
+            active = sum(v["active"] for v in values)
+            busy = sum(v["pool_busy"] for v in values)
+            size = sum(v["pool_size"] for v in values)
+            out[f"calls_out:{callee}"] = float(active)
+            out[f"pool_util:{callee}"] = busy / size if size else 0.0
+            out[f"pool_waiting:{callee}"] = float(max(0, active - busy))
+        out["pool_util"] = max(v for k, v in out.items() if k.startswith("pool_util:"))
         return out
 
     return read
