@@ -299,7 +299,11 @@ def test_a_tier_waiting_for_its_paused_callee_is_not_taken_for_paused() -> None:
     the gateway made to it and receives no new one for 0.1 s: it accepts and completes nothing
     either, but every call made to it is inside it (the gateway's calls out to catalogue equal
     catalogue's queue), whereas catalogue's calls to the paused database pile up at its door.
-    Only the database is frozen, and it is the root of catalogue's episode."""
+    The gateway (light load: every user's request is inside it) accepts and completes nothing
+    for the whole stall while the client has requests out, but catalogue, behind it, holds
+    requests: it waits. Only the database is frozen, and it is the root of catalogue's episode
+    and of the gateway's; orders, on the gateway's other branch, fills up when the stall ends
+    (the requests the database held go on to it) and shares the stall as its root."""
     from tierscope.analysis.millibottlenecks import assign_roots, frozen_stretches
 
     graph = shop_graph()
@@ -310,7 +314,9 @@ def test_a_tier_waiting_for_its_paused_callee_is_not_taken_for_paused() -> None:
         stalled = 5.0 < ti <= 5.3
         quiet = stalled and ti <= 5.1  # catalogue: no new call in the first 0.1 s
         for tier in order:
-            off = (tier == "catalogue-db" and stalled) or (tier == "catalogue" and quiet)
+            off = (tier in ("catalogue-db", "gateway") and stalled) or (
+                tier == "catalogue" and quiet
+            )
             for metric in ("arrivals_s", "throughput_s"):
                 rows.append((ti, tier, f"{tier}-1", metric, 0.0 if off else 40.0))
         held = 1.0 if quiet else 3.0 if stalled else 0.5
@@ -323,14 +329,15 @@ def test_a_tier_waiting_for_its_paused_callee_is_not_taken_for_paused() -> None:
         ]
     metrics = pl.DataFrame(rows, schema=["t", "tier", "node", "metric", "value"], orient="row")
     frozen = frozen_stretches(metrics, order, front={c: graph.callers(c) for c in order})
-    assert frozen["catalogue"] == []
+    assert frozen["catalogue"] == [] and frozen["gateway"] == []
     assert frozen["catalogue-db"] == [(5.0, 5.3)]
     episodes = [
-        {"tier": "catalogue", "start": 5.02, "end": 5.4, "duration": 0.38,
-         "kind": "millibottleneck"}
-    ]  # fmt: skip
+        {"tier": t, "start": a, "end": b, "duration": b - a, "kind": "millibottleneck"}
+        for t, a, b in (("catalogue", 5.02, 5.4), ("gateway", 5.02, 5.45), ("orders", 5.31, 5.5))
+    ]
     assign_roots(episodes, ["client", *order], 0.05, frozen, graph=graph)
-    assert episodes[0]["root_tier"] == "catalogue-db"
+    assert [e["root_tier"] for e in episodes] == ["catalogue-db"] * 3
+    assert "paused" not in episodes[2]  # orders found no pause of its own: it shares the root
 
 
 def test_siblings_filling_up_at_once_are_two_causes() -> None:

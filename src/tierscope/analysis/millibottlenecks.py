@@ -432,7 +432,11 @@ def frozen_stretches(
     client in front of the entry), else the tier before it in ``tiers``; what waits there for
     the tier is their calls outstanding to it (``calls_out:<tier>``, where every caller
     publishes them) beyond those inside it (its own ``queue_length``: a tier that merely waits
-    for its own callee holds every call made to it), else their queues.
+    for its own callee holds every call made to it), else their queues. Nor is a tier frozen
+    while the tiers behind it (its callees) hold requests (their ``queue_length``): it waits
+    for them. (At light load the entry, every user's request inside it, accepts nothing while
+    its callee's callee is paused: it waits, it is not paused; a paused tier's callees finish
+    what they were given and fall idle.)
     """
     out: dict[str, list[tuple[float, float]]] = {}
     if metrics is None or metrics.height == 0:
@@ -499,7 +503,17 @@ def frozen_stretches(
             else:
                 queues = [q for c in callers if (q := column(c, "queue", t)) is not None]
                 waiting = np.sum(queues, axis=0) > 0 if queues else True
-            frozen = (done <= 0) & (accepted <= 0) & waiting
+            behind = [
+                q
+                for c in (
+                    [d for d in tiers if tier in (front.get(d) or ())]
+                    if front is not None
+                    else tiers[k + 1 : k + 2]
+                )
+                if (q := column(c, "queue", t)) is not None
+            ]
+            held = np.sum(behind, axis=0) > 0.5 if behind else False
+            frozen = (done <= 0) & (accepted <= 0) & waiting & ~np.asarray(held)
         else:
             frozen = (done <= 0) & ((accepted > 0) | (queue > 0))
         busy = ~frozen
@@ -539,6 +553,10 @@ def assign_roots(
     after it cleared). Two siblings that fill up at once (the catalogue and the orders service
     of one gateway) are two causes, not one. In a chain every tier is related to every other,
     as without a graph; tiers outside the graph (the client) are related to all.
+
+    An episode whose root is another episode found paused-rooted shares that root: the burst
+    a resumed tier releases (orders filling up when the catalogue's database, on the gateway's
+    other branch, lets the requests it held go on) has the pause as its cause.
     """
     depth = {t: i for i, t in enumerate(tiers)}
     order = sorted(
@@ -561,7 +579,8 @@ def assign_roots(
         # onsets of a slow rise are known less precisely: ties within a tenth of the
         # incident's shortest episode too
         tie = max(tie_s, 0.1 * min(episodes[i]["duration"] for i in group))
-        root_tier = _root_of(episodes, group, tie, depth)
+        first_riser = _first_riser(episodes, group, tie, depth)
+        source: dict[int, int] = {}  # episode -> the episode its root was taken from
         onset: list[str] = []
         by_onset = sorted(
             group, key=lambda i: (episodes[i]["start"], -depth.get(episodes[i]["tier"], -1))
@@ -585,14 +604,24 @@ def assign_roots(
                 2.0 * tie_s,
             )
             episodes[i]["incident"] = incident
-            own = root_tier
-            if related is not None and not paused:
-                mine = [j for j in group if episodes[j]["tier"] in related]
-                own = _root_of(episodes, mine, tie, depth)
-            episodes[i]["root_tier"] = paused[0] if paused else own
             episodes[i]["onset_order"] = onset
             if paused:
+                episodes[i]["root_tier"] = paused[0]
                 episodes[i]["paused"] = {"tier": paused[0], "start": paused[1], "end": paused[2]}
+                continue
+            j = first_riser
+            if related is not None:
+                j = _first_riser(
+                    episodes, [m for m in group if episodes[m]["tier"] in related], tie, depth
+                )
+            episodes[i]["root_tier"] = episodes[j]["tier"]
+            source[i] = j
+        # The burst a stall releases rises in front of the paused tier's callers after the
+        # first riser, which was found paused-rooted: it shares that root (the requests the
+        # catalogue's database held fill orders at once when it resumes: its stall is the cause)
+        for i, j in source.items():
+            if j != i and episodes[j].get("paused"):
+                episodes[i]["root_tier"] = episodes[j]["root_tier"]
 
 
 def push_back_roots(
@@ -650,13 +679,14 @@ def _related(graph: Graph | None, tier: str) -> frozenset[str] | None:
     return frozenset({tier} | graph.downstream(tier) | graph.upstream(tier))
 
 
-def _root_of(
+def _first_riser(
     episodes: list[dict[str, Any]], members: list[int], tie: float, depth: dict[str, int]
-) -> str:
-    """The deepest tier among the first of ``members`` to rise (onsets within ``tie``)."""
+) -> int:
+    """The episode of the deepest tier among the first of ``members`` to rise (onsets within
+    ``tie``)."""
     first = min(episodes[i]["start"] for i in members)
     early = [i for i in members if episodes[i]["start"] <= first + tie + 1e-9]
-    return str(episodes[max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))]["tier"])
+    return max(early, key=lambda i: (depth.get(episodes[i]["tier"], -1), -i))
 
 
 def _paused_tier(

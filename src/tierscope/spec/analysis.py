@@ -169,6 +169,9 @@ class ResourceDoc(BaseModel):
     #: ``push-back``: a pool full because a hardware resource downstream is saturated.
     role: Literal["bottleneck", "client", "push-back", "host"]
     mean_utilization: float | None
+    #: the parts found full, where the resource has several: a component's pools to its
+    #: callees (``pool_util:<callee>``), by callee name
+    parts: list[str] | None = None
 
 
 class PairDoc(BaseModel):
