@@ -151,17 +151,33 @@ def test_stalls_in_catalogue_db_are_rooted_there(shop: tuple[dict[str, Any], Run
     def found(within: list[tuple[float, float]]) -> int:
         return sum(any(overlaps(s, e) for e in rooted) for s in within)
 
-    # At level 30 (catalogue busy) every stall is found rooted there on a quiet host and beside
-    # a CPU hog. At level 10 (light load) CI saw 5 of 10 once (15 of 20 in all): the gateway,
-    # every user's request inside it, fell silent during a stall and was taken for paused (the
-    # shallowest of two frozen tiers won); a tier whose callees hold requests now waits for
-    # them (30 of 30 at level 10 beside a hog). The bounds hold on a busy host and fail when
-    # roots are wrong (none found); they rise to the 90 % once soaked.
+    # A stall is felt when it held requests: two or more end-to-end requests in flight during
+    # it took 0.15 s (half the stall) or more. At light load some stalls hold none (at level
+    # 10, 16 requests/s, no request may reach the catalogue's database in 0.3 s: measured, 2
+    # to 60 ms of delay and no queue), and there is nothing to find. Of the felt stalls the
+    # issue's 90 % must be found rooted at catalogue-db, at level 30 and in all (beside a CPU
+    # hog too). CI once saw 5 of 10 at level 10: the gateway, every user's request inside it,
+    # fell silent during a stall and was taken for paused (the shallowest of two frozen tiers
+    # won); a tier whose callees hold requests now waits for them. The bounds fail when roots
+    # are wrong (none found).
+    client = r.requests.filter(pl.col("tier") == "client").select("start", "end")
+
+    def felt(s: tuple[float, float]) -> bool:
+        held = client.filter(
+            (pl.col("start") < s[1])
+            & (pl.col("end") > s[0])
+            & (pl.col("end") - pl.col("start") >= 0.15)
+        )
+        return held.height >= 2
+
     busy = r.points.filter(pl.col("level") == 30).select("t_start", "t_end").row(0)
-    loaded = [s for s in stalls if busy[0] <= s[0] and s[1] <= busy[1]]
-    assert len(stalls) >= 18 and len(loaded) >= 7, (stalls, busy)
-    assert found(loaded) >= 0.8 * len(loaded), (found(loaded), loaded, rooted)
-    assert found(stalls) >= 0.6 * len(stalls), (found(stalls), stalls, rooted)
+    loaded = [s for s in stalls if busy[0] <= s[0] and s[1] <= busy[1] and felt(s)]
+    held = [s for s in stalls if felt(s)]
+    assert len(stalls) >= 18 and len(loaded) >= 7 and len(held) >= 0.7 * len(stalls), (
+        stalls, held, busy
+    )  # fmt: skip
+    assert found(loaded) >= 0.9 * len(loaded), (found(loaded), loaded, rooted)
+    assert found(held) >= 0.9 * len(held), (found(held), held, rooted)
     # and the episodes rooted there are the stalls, not noise blamed on it
     true = sum(any(overlaps(e, s) for s in stalls) for e in rooted)
     assert true >= 0.9 * len(rooted), (rooted, stalls)
