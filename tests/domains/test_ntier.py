@@ -10,6 +10,7 @@ import pytest
 
 from tierscope.domains._quota_sim import SimTier, simulate_closed
 from tierscope.domains.ntier import (
+    KERNEL_TICK_S,
     HostModel,
     NTierModel,
     TierFacts,
@@ -38,10 +39,45 @@ def test_tier_facts_from_a_spec() -> None:
         }
     )
     f = tier_facts(spec)
-    assert f["app"] == TierFacts("app", 2, 1.5, 2, quantum=0.005)
+    assert f["app"] == TierFacts("app", 2, 1.5, 2, quantum=0.005, tick=None)
     assert f["app"].capacity == pytest.approx(3.0)
     assert f["db"].capacity == pytest.approx(0.2)
     assert f["web"].cpu is None and f["web"].capacity == 1.0
+
+
+def test_embedded_tiers_are_throttled_at_once_other_servers_at_the_tick() -> None:
+    """The embedded tiers burn CPU reading their own CPU clock, which makes the kernel account
+    their runtime at every read; other servers are accounted at the tick."""
+    graph = {"gateway": {"calls": [{"to": "payment"}]}, "payment": {"cpu": 0.1}}
+    attached = {"gateway": graph["gateway"] | {"pid": 1, "url": "http://127.0.0.1:1/"},
+                "payment": {"pid": 2}}  # fmt: skip
+    for kind, components, tick in (("embedded", graph, None), ("attach", attached, KERNEL_TICK_S)):
+        system = {"kind": kind, "entry": "gateway", "components": components}
+        spec = parse_experiment({"system": system, "sweep": {"levels": [1]}, "faults": []})
+        assert {f.tick for f in tier_facts(spec).values()} == {tick}, kind
+    three = parse_experiment({"system": {"topology": "1/1/1"}, "sweep": {"levels": [1]}})
+    assert {f.tick for f in tier_facts(three).values()} == {None}
+
+
+def test_an_overrun_is_noticed_at_the_next_tick_or_at_once() -> None:
+    """6 ms requests, 5 ms of budget per period, previous periods idle. Accounted at once, a
+    request is throttled after 5 ms and ends 1 ms into the next period unless it started in
+    the last 5 ms of one. At 4 ms ticks (on the period's grid), the spent budget is noticed at
+    the first tick after it ran out: the request completes first unless that tick falls within
+    the 1 ms it still needs, a quarter of the start offsets."""
+
+    def throttled(tick: float | None) -> float:
+        out = _one_user(0.006, SimTier("db", 1, 1.0, 0.05, tick=tick), think_time=0.5,
+                        warmup=0.0, duration=400, trace=True)  # fmt: skip
+        assert out.trace is not None
+        req = np.array([(s, e) for _, s, e in out.trace.requests])
+        rested = (req[1:, 0] - req[:-1, 1]) >= 0.2
+        rt = (req[1:, 1] - req[1:, 0])[rested]
+        assert rt.size > 400
+        return float(np.mean(rt > 0.0061))
+
+    assert throttled(None) == pytest.approx(0.95, abs=0.04)
+    assert throttled(0.004) == pytest.approx(0.25 * 0.95, abs=0.06)
 
 
 def test_replica_rates_spread_jobs_over_replicas() -> None:

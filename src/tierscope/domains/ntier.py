@@ -54,6 +54,9 @@ class TierFacts:
     cpu: float | None
     processes: int
     quantum: float | None = None  # round-robin time slice of a request (None: PS)
+    #: how often the kernel accounts a running replica's runtime against its quota (None: at
+    #: every instant, so a spent quota throttles at once)
+    tick: float | None = KERNEL_TICK_S
 
     @property
     def replica_capacity(self) -> float:
@@ -83,12 +86,18 @@ def default_processes(tier: TierSpec | ComponentSpec) -> int:
 def tier_facts(spec: ExperimentSpec, tiers: Sequence[str] | None = None) -> dict[str, TierFacts]:
     """Replicas, quota and processes of each component of ``spec`` (``tiers``: these only)."""
     replicas = spec.system.replicas
-    quantum = PYTHON_SWITCH_INTERVAL_S if spec.system.kind == "embedded" else None
+    embedded = spec.system.kind == "embedded"
+    quantum = PYTHON_SWITCH_INTERVAL_S if embedded else None
+    # The embedded tiers spend their configured CPU in ``burn``, which reads the thread's CPU
+    # clock every few microseconds; each read makes the kernel account the runtime used so far
+    # (task_sched_runtime -> update_curr), so a spent quota throttles at once, not at the next
+    # tick as for a server that does not read its clock.
+    tick = None if embedded else KERNEL_TICK_S
+    given = spec.system.components
     out = {}
     for name in spec.system.graph.names if tiers is None else tiers:
-        given = spec.system.components
         t = given[name] if given is not None else spec.system.tier(name)
-        out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t), quantum)
+        out[name] = TierFacts(name, replicas[name], t.cpu, default_processes(t), quantum, tick)
     return out
 
 
@@ -428,7 +437,7 @@ def _predict_sim(
             write_all=(i == len(model.tiers) - 1),
             quantum=t.facts.quantum,
             carry=CFS_MIN_RUNTIME_S * t.facts.processes,
-            tick=KERNEL_TICK_S,
+            tick=t.facts.tick,
             contention=t.contention,
             contention_upto=t.contention_upto,
         )
