@@ -33,6 +33,8 @@ model_app = typer.Typer(
     help="Queueing-network models: solve, single-queue formulas.", no_args_is_help=True
 )
 app.add_typer(model_app, name="model")
+fit_app = typer.Typer(help="Fit distributions to measured times.", no_args_is_help=True)
+app.add_typer(fit_app, name="fit")
 import_app = typer.Typer(help="Import your own measurements as a run folder.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
@@ -148,23 +150,55 @@ def model_simulate(
 
 @model_app.command("queue")
 def model_queue(
-    kind: Annotated[str, typer.Option(help="mm1 | mmm | mmmk | mg1 | mg1ps")],
+    kind: Annotated[str, typer.Option(help="mm1 | mmm | mmmk | mg1 | mg1ps | mph1")],
     arrival_rate: Annotated[float, typer.Option("--arrival-rate", "-l", help="λ [1/s]")],
-    service_time: Annotated[float, typer.Option("--service-time", "-s", help="Mean S [s]")],
+    service_time: Annotated[
+        float | None, typer.Option("--service-time", "-s", help="Mean S [s] (not mph1)")
+    ] = None,
     servers: Annotated[int | None, typer.Option(help="m (mmm, mmmk)")] = None,
     capacity: Annotated[int | None, typer.Option(help="K, jobs in system (mmmk)")] = None,
     scv: Annotated[
         float | None, typer.Option(help="Squared coefficient of variation (mg1)")
     ] = None,
+    ph: Annotated[
+        Path | None,
+        typer.Option(metavar="PH.json", help='Phase-type service {"alpha", "D"} (mph1)'),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Closed-form metrics of a single queue (M/M/1, M/M/m, M/M/m/K, M/G/1, M/G/1-PS)."""
+    """Metrics of a single queue (M/M/1, M/M/m, M/M/m/K, M/G/1, M/G/1-PS; M/PH/1 by its
+    matrix-geometric solution)."""
     from tierscope.report import terminal
 
     doc = workflows.queue_metrics(
-        kind, arrival_rate, service_time, servers=servers, capacity=capacity, scv=scv
+        kind, arrival_rate, service_time, servers=servers, capacity=capacity, scv=scv, ph=ph
     )
     _emit(doc, as_json, lambda d: terminal.key_values(f"{kind} queue", _flat(d)))
+
+
+@fit_app.command("ph")
+def fit_ph(
+    samples: Annotated[
+        Path, typer.Argument(metavar="SAMPLES.csv", help="Times, one per row (or --column)")
+    ],
+    phases: Annotated[int, typer.Option(min=1, max=64, help="Phases in all")],
+    column: Annotated[
+        str | None, typer.Option(help="The column to fit, by its header name")
+    ] = None,
+    branches: Annotated[int, typer.Option(min=1, max=8, help="Erlang branches at most")] = 4,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit a hyper-Erlang phase-type distribution by EM (what `model queue --kind mph1 --ph`
+    takes), with a Gamma fit beside it."""
+    from tierscope.report import terminal
+
+    doc = workflows.fit_phase_type(samples, phases, column=column, branches=branches)
+    shown = _flat(doc) + [
+        (f"branch {i + 1}: p, phases, rate", f"{b['p']:.4g}, {b['phases']}, {b['rate']:.6g}")
+        for i, b in enumerate(doc["branches"])
+    ]
+    shown += [(f"gamma {k}", v) for k, v in doc["gamma"].items()]
+    _emit(doc, as_json, lambda d: terminal.key_values(f"PH fit of {samples.name}", shown))
 
 
 @app.command()

@@ -169,20 +169,37 @@ def simulate_model(
 def queue_metrics(
     kind: str,
     arrival_rate: float,
-    service_time: float,
+    service_time: float | None = None,
     *,
     servers: int | None = None,
     capacity: int | None = None,
     scv: float | None = None,
+    ph: PathLike | None = None,
 ) -> dict[str, Any]:
-    """Closed-form metrics of one queue of ``kind`` (mm1, mmm, mmmk, mg1, mg1ps); a parameter
-    the kind needs must be given, one it does not take must not."""
+    """Metrics of one queue of ``kind`` (mm1, mmm, mmmk, mg1, mg1ps; mph1 with the service's
+    phase-type distribution from the JSON file ``ph``); a parameter the kind needs must be
+    given, one it does not take must not. ``queue_length``: jobs in the system (L)."""
     import inspect
 
+    from tierscope.qn.phase_type import mph1, read_phase_type
     from tierscope.qn.queues import QUEUE_KINDS
 
-    if kind not in QUEUE_KINDS:
-        raise InputError("--kind", kind, "one of " + ", ".join(QUEUE_KINDS))
+    kinds = [*QUEUE_KINDS, "mph1"]
+    if kind not in kinds:
+        raise InputError("--kind", kind, "one of " + ", ".join(kinds))
+    if kind == "mph1":
+        for name, value in (("--service-time", service_time), ("--servers", servers),
+                            ("--capacity", capacity), ("--scv", scv)):  # fmt: skip
+            if value is not None:
+                raise InputError(name, value, "not given (mph1's service is the --ph file)")
+        if ph is None:
+            raise InputError("--ph", None, 'a JSON file {"alpha": [...], "D": [[...]]} (mph1)')
+        doc = dict(mph1(arrival_rate, read_phase_type(ph)).to_dict())
+        return doc | {"queue_length": doc["mean_number"]}
+    if ph is not None:
+        raise InputError("--ph", str(ph), f"not given (it applies to mph1, not {kind})")
+    if service_time is None:
+        raise InputError("--service-time", None, f"a value (required by --kind {kind})")
     fn = QUEUE_KINDS[kind]
     accepted = set(inspect.signature(fn).parameters)
     given = {"servers": servers, "capacity": capacity, "scv": scv}
@@ -194,7 +211,18 @@ def queue_metrics(
             kwargs[name] = value
         elif value is not None:
             raise InputError(f"--{name}", value, f"not given (it does not apply to {kind})")
-    return dict(fn(**kwargs).to_dict())
+    doc = dict(fn(**kwargs).to_dict())
+    return doc | {"queue_length": doc["mean_number"]}
+
+
+def fit_phase_type(
+    samples: PathLike, phases: int, *, column: str | None = None, branches: int = 4
+) -> dict[str, Any]:
+    """A hyper-Erlang phase-type distribution of ``phases`` phases fitted (EM) to the times in
+    the CSV ``samples``, with a Gamma fit beside it."""
+    from tierscope.estimate.ph import fit_hyper_erlang, read_samples
+
+    return fit_hyper_erlang(read_samples(samples, column), phases, branches=branches).to_dict()
 
 
 def usl_file(data: PathLike) -> dict[str, Any]:
