@@ -202,6 +202,22 @@ def fit_ph(
 
 
 @app.command()
+def fetch(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="kafka")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Fetch a server's pinned jars from Maven Central into tierscope's cache (once)."""
+    from tierscope.experiment.artifacts import ARTIFACTS, fetch
+
+    if not as_json and name in ARTIFACTS:
+        err.print(f"fetching {name} {ARTIFACTS[name].version} (Maven) ...", markup=False)
+    path = fetch(name)
+    doc = {"name": name, "version": ARTIFACTS[name].version, "libs": str(path),
+           "jars": len(list(path.glob("*.jar")))}  # fmt: skip
+    _emit(doc, as_json, lambda d: f"{d['name']} {d['version']}: {d['jars']} jars in {d['libs']}")
+
+
+@app.command()
 def usl(
     data: Annotated[
         Path, typer.Argument(metavar="DATA.csv", help="Columns concurrency,throughput")

@@ -16,6 +16,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from tierscope.experiment.artifacts import cache_dir
+
 #: Rows of the seeded database (RUBBoS uses ~500k users and ~200k stories; these sizes keep the
 #: database a few MB so that runs start in well under a second, while indexes still matter).
 SIZES = {"users": 2000, "categories": 20, "stories": 6000, "comments": 30000}
@@ -221,11 +223,6 @@ def seed_postgres(dsn: str, *, seed: int = 1) -> None:
             pg.execute("ANALYZE")
     finally:
         source.close()
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tierscope"
 
 
 def database_copy(dest: Path, *, seed: int = 1) -> Path:
