@@ -184,33 +184,22 @@ def queue_metrics(
     from tierscope.qn.phase_type import mph1, read_phase_type
     from tierscope.qn.queues import QUEUE_KINDS
 
-    kinds = [*QUEUE_KINDS, "mph1"]
+    kinds = {**QUEUE_KINDS, "mph1": mph1}
     if kind not in kinds:
         raise InputError("--kind", kind, "one of " + ", ".join(kinds))
-    if kind == "mph1":
-        for name, value in (("--service-time", service_time), ("--servers", servers),
-                            ("--capacity", capacity), ("--scv", scv)):  # fmt: skip
-            if value is not None:
-                raise InputError(name, value, "not given (mph1's service is the --ph file)")
-        if ph is None:
-            raise InputError("--ph", None, 'a JSON file {"alpha": [...], "D": [[...]]} (mph1)')
-        doc = dict(mph1(arrival_rate, read_phase_type(ph)).to_dict())
-        return doc | {"queue_length": doc["mean_number"]}
-    if ph is not None:
-        raise InputError("--ph", str(ph), f"not given (it applies to mph1, not {kind})")
-    if service_time is None:
-        raise InputError("--service-time", None, f"a value (required by --kind {kind})")
-    fn = QUEUE_KINDS[kind]
+    fn = kinds[kind]
     accepted = set(inspect.signature(fn).parameters)
-    given = {"servers": servers, "capacity": capacity, "scv": scv}
-    kwargs: dict[str, Any] = {"arrival_rate": arrival_rate, "service_time": service_time}
+    given = {"service_time": service_time, "servers": servers, "capacity": capacity, "scv": scv,
+             "ph": ph}  # fmt: skip
+    kwargs: dict[str, Any] = {"arrival_rate": arrival_rate}
     for name, value in given.items():
+        flag = "--" + name.replace("_", "-")
         if name in accepted:
             if value is None:
-                raise InputError(f"--{name}", None, f"a value (required by --kind {kind})")
-            kwargs[name] = value
+                raise InputError(flag, None, f"a value (required by --kind {kind})")
+            kwargs[name] = read_phase_type(value) if name == "ph" else value
         elif value is not None:
-            raise InputError(f"--{name}", value, f"not given (it does not apply to {kind})")
+            raise InputError(flag, value, f"not given (it does not apply to {kind})")
     doc = dict(fn(**kwargs).to_dict())
     return doc | {"queue_length": doc["mean_number"]}
 
