@@ -8,6 +8,7 @@
 pub mod des;
 pub mod error;
 pub mod loadgen;
+pub mod netem;
 pub mod qn;
 pub mod stats;
 

@@ -6,6 +6,7 @@
 
 mod loadgen;
 mod mva;
+mod netem;
 mod sim;
 mod windows;
 
@@ -18,6 +19,7 @@ use crate::error::NativeError;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     loadgen::register(m)?;
     mva::register(m)?;
+    netem::register(m)?;
     sim::register(m)?;
     windows::register(m)
 }
