@@ -89,7 +89,7 @@ class KafkaCluster:
     def create_topic(
         self, topic: str, *, partitions: int = 1, replication: int = 1, min_insync: int = 1
     ) -> None:
-        """Create ``topic`` and wait until every partition has a leader."""
+        """Create ``topic`` with Kafka's TopicCommand (it returns once the controller has it)."""
         if not 1 <= replication <= len(self.brokers):
             raise InputError("system.topic.replication", replication,
                              f"1 to the {len(self.brokers)} brokers")  # fmt: skip
