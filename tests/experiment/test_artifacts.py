@@ -38,3 +38,13 @@ def test_missing_pieces_name_what_to_do(
     assert main(["fetch", "kafak"]) == 2
     assert "one of kafka" in capsys.readouterr().err
     assert not (tmp_path / "tierscope" / "kafka-4.3.1").exists()
+
+
+def test_cluster_ids_never_look_like_an_option() -> None:
+    """Kafka's storage tool reads ``-t ID``: an id starting with "-" (1 in 64 of random ones)
+    is taken for an option (a CI run failed on one)."""
+    from tierscope.experiment.kafka import _cluster_id
+
+    ids = {_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)

@@ -144,8 +144,12 @@ def _tool_argv(jars: Path, main: str, *args: str) -> list[str]:
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, not starting
+    with "-" (a command line would take it for an option; Kafka's own Uuid avoids it too)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _free_port(host: str) -> int:
