@@ -196,41 +196,43 @@ impl Link {
 
     /// The next packet's delay in seconds (never below 0).
     pub fn delay(&mut self) -> f64 {
-        let d = match self.delay {
-            None => 0.0,
-            Some(Delay::Constant { mean }) => mean,
-            Some(Delay::Uniform {
-                mean,
-                jitter,
-                correlation,
-            }) => {
+        let Some(d) = self.delay else { return 0.0 };
+        let u = match d.correlation() {
+            None => 0.5, // a constant delay draws nothing
+            Some(correlation) => {
                 let u = self.correlated(correlation, self.last_delay_u);
                 self.last_delay_u = u;
-                mean - jitter + 2.0 * jitter * u
+                u
             }
-            Some(Delay::Normal {
-                mean,
-                jitter,
-                correlation,
-            }) => {
-                let u = self.correlated(correlation, self.last_delay_u);
-                self.last_delay_u = u;
-                mean + jitter * inverse_normal(u)
-            }
-            Some(Delay::Pareto {
-                mean,
-                jitter,
-                correlation,
-            }) => {
+        };
+        d.quantile(u).max(0.0)
+    }
+}
+
+impl Delay {
+    /// The correlation of successive draws; None for a constant delay, which draws nothing.
+    fn correlation(&self) -> Option<f64> {
+        match *self {
+            Delay::Constant { .. } => None,
+            Delay::Uniform { correlation, .. }
+            | Delay::Normal { correlation, .. }
+            | Delay::Pareto { correlation, .. } => Some(correlation),
+        }
+    }
+
+    /// The delay at probability ``u`` in (0, 1) of the distribution.
+    fn quantile(&self, u: f64) -> f64 {
+        match *self {
+            Delay::Constant { mean } => mean,
+            Delay::Uniform { mean, jitter, .. } => mean - jitter + 2.0 * jitter * u,
+            Delay::Normal { mean, jitter, .. } => mean + jitter * inverse_normal(u),
+            Delay::Pareto { mean, jitter, .. } => {
                 // Pareto I with this mean and standard deviation: shape a = 1 + sqrt(1 + m²/s²)
-                let u = self.correlated(correlation, self.last_delay_u);
-                self.last_delay_u = u;
                 let a = 1.0 + (1.0 + (mean / jitter).powi(2)).sqrt();
                 let scale = mean * (a - 1.0) / a;
                 scale / (1.0 - u).powf(1.0 / a)
             }
-        };
-        d.max(0.0)
+        }
     }
 }
 

@@ -171,40 +171,17 @@ impl NfQueue {
         self.send()?;
         let seq = self.seq;
         loop {
-            // SAFETY: buf is a valid writable buffer (the socket is still blocking here).
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
-            };
-            if n < 0 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(err);
-            }
-            let mut off = 0usize;
-            while off + 16 <= n as usize {
-                let b = &self.buf[off..n as usize];
-                let len = u32::from_ne_bytes(b[0..4].try_into().unwrap()) as usize;
-                let kind = u16::from_ne_bytes(b[4..6].try_into().unwrap());
-                let mseq = u32::from_ne_bytes(b[8..12].try_into().unwrap());
-                if kind == NLMSG_ERROR && mseq == seq && b.len() >= 20 {
-                    let code = i32::from_ne_bytes(b[16..20].try_into().unwrap());
+            // the socket is still blocking here
+            let n = self.recv_raw()?;
+            for m in messages(&self.buf[..n]) {
+                if m.kind == NLMSG_ERROR && m.seq == seq && m.body.len() >= 4 {
+                    let code = i32::from_ne_bytes(m.body[0..4].try_into().unwrap());
                     return if code == 0 {
                         Ok(())
                     } else {
                         Err(io::Error::from_raw_os_error(-code))
                     };
                 }
-                if len < 16 {
-                    break;
-                }
-                off += align4(len);
             }
         }
     }
@@ -212,7 +189,18 @@ impl NfQueue {
     /// The packets waiting, appended to ``out`` (none: WouldBlock was reached at once).
     pub fn recv(&mut self, out: &mut Vec<Held>) -> io::Result<()> {
         loop {
-            // SAFETY: buf is a valid writable buffer.
+            match self.recv_raw() {
+                Ok(n) => parse_packets(&self.buf[..n], out),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// One datagram into ``buf``, retried when a signal interrupts; its length.
+    fn recv_raw(&mut self) -> io::Result<usize> {
+        loop {
+            // SAFETY: buf is a valid writable buffer of buf.len() bytes.
             let n = unsafe {
                 libc::recv(
                     self.fd.as_raw_fd(),
@@ -221,15 +209,13 @@ impl NfQueue {
                     0,
                 )
             };
-            if n < 0 {
-                let err = io::Error::last_os_error();
-                match err.kind() {
-                    io::ErrorKind::Interrupted => continue,
-                    io::ErrorKind::WouldBlock => return Ok(()),
-                    _ => return Err(err),
-                }
+            if n >= 0 {
+                return Ok(n as usize);
             }
-            parse_packets(&self.buf[..n as usize], out);
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
         }
     }
 
@@ -264,34 +250,57 @@ fn attr(msg: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     msg.resize(align4(msg.len()), 0);
 }
 
-/// The packet ids in a datagram of netlink messages (others are skipped).
-pub fn parse_packets(data: &[u8], out: &mut Vec<Held>) {
+/// One netlink message of a datagram: its type, sequence number and what follows its header.
+struct Message<'a> {
+    kind: u16,
+    seq: u32,
+    body: &'a [u8],
+}
+
+/// The netlink messages of a datagram, in order; a truncated or malformed one ends the walk.
+fn messages(data: &[u8]) -> impl Iterator<Item = Message<'_>> {
     let mut off = 0usize;
-    while off + 20 <= data.len() {
-        let b = &data[off..];
-        let len = u32::from_ne_bytes(b[0..4].try_into().unwrap()) as usize;
-        if len < 20 || len > b.len() {
-            return;
+    std::iter::from_fn(move || {
+        let b = data.get(off..)?;
+        if b.len() < 16 {
+            return None;
         }
-        let kind = u16::from_ne_bytes(b[4..6].try_into().unwrap());
-        if kind == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
-            let queue = u16::from_be_bytes(b[18..20].try_into().unwrap());
-            let mut a = 20usize;
-            while a + 4 <= len {
-                let alen = u16::from_ne_bytes(b[a..a + 2].try_into().unwrap()) as usize;
-                let akind = u16::from_ne_bytes(b[a + 2..a + 4].try_into().unwrap()) & 0x7fff;
-                if alen < 4 || a + alen > len {
-                    break;
-                }
-                if akind == NFQA_PACKET_HDR && alen >= 8 {
-                    let id = u32::from_be_bytes(b[a + 4..a + 8].try_into().unwrap());
-                    out.push(Held { queue, id });
-                    break;
-                }
-                a += align4(alen);
-            }
+        let len = u32::from_ne_bytes(b[0..4].try_into().unwrap()) as usize;
+        if len < 16 || len > b.len() {
+            return None;
         }
         off += align4(len);
+        Some(Message {
+            kind: u16::from_ne_bytes(b[4..6].try_into().unwrap()),
+            seq: u32::from_ne_bytes(b[8..12].try_into().unwrap()),
+            body: &b[16..len],
+        })
+    })
+}
+
+/// The packet ids in a datagram of netlink messages (others are skipped).
+pub fn parse_packets(data: &[u8], out: &mut Vec<Held>) {
+    for m in messages(data) {
+        // nfgenmsg (family, version, queue in big endian), then the attributes
+        if m.kind != (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET || m.body.len() < 4 {
+            continue;
+        }
+        let queue = u16::from_be_bytes(m.body[2..4].try_into().unwrap());
+        let attrs = &m.body[4..];
+        let mut a = 0usize;
+        while a + 4 <= attrs.len() {
+            let alen = u16::from_ne_bytes(attrs[a..a + 2].try_into().unwrap()) as usize;
+            let akind = u16::from_ne_bytes(attrs[a + 2..a + 4].try_into().unwrap()) & 0x7fff;
+            if alen < 4 || a + alen > attrs.len() {
+                break;
+            }
+            if akind == NFQA_PACKET_HDR && alen >= 8 {
+                let id = u32::from_be_bytes(attrs[a + 4..a + 8].try_into().unwrap());
+                out.push(Held { queue, id });
+                break;
+            }
+            a += align4(alen);
+        }
     }
 }
 
