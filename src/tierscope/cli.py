@@ -35,6 +35,8 @@ model_app = typer.Typer(
 app.add_typer(model_app, name="model")
 fit_app = typer.Typer(help="Fit distributions to measured times.", no_args_is_help=True)
 app.add_typer(fit_app, name="fit")
+kafka_app = typer.Typer(help="Kafka: reliability of producer settings.", no_args_is_help=True)
+app.add_typer(kafka_app, name="kafka")
 import_app = typer.Typer(help="Import your own measurements as a run folder.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
@@ -203,7 +205,7 @@ def fit_ph(
 
 @app.command()
 def fetch(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="kafka")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="kafka | jolokia")],
     as_json: JsonFlag = False,
 ) -> None:
     """Fetch a server's pinned jars from Maven Central into tierscope's cache (once)."""
@@ -215,6 +217,47 @@ def fetch(
     doc = {"name": name, "version": ARTIFACTS[name].version, "libs": str(path),
            "jars": len(list(path.glob("*.jar")))}  # fmt: skip
     _emit(doc, as_json, lambda d: f"{d['name']} {d['version']}: {d['jars']} jars in {d['libs']}")
+
+
+@kafka_app.command("reliability")
+def kafka_reliability(
+    spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="A kafka spec.")],
+    messages: Annotated[
+        int | None, typer.Option(min=1, help="Messages per configuration (default 10,000).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="PATH=VALUE", help="Override a spec field (repeatable)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Count lost and duplicated messages for every configuration of sweep.grid on real
+    brokers, with the grid's loss and delay on the producer's link (the thesis's protocol)."""
+    from tierscope.report import terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.kafka_reliability(spec_file, overrides or [], messages=messages)
+    _emit(doc, as_json, terminal.reliability)
+
+
+@kafka_app.command("learn")
+def kafka_learn(
+    rows: Annotated[
+        Path, typer.Argument(metavar="ROWS", help="kafka reliability --json output, or a CSV")
+    ],
+    method: Annotated[str, typer.Option(help="gbm | mlp (the thesis's network)")] = "gbm",
+    folds: Annotated[int, typer.Option(min=2, max=50, help="Folds of configurations")] = 5,
+    seed: SeedOpt = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Cross-validate the loss and duplication predictor on producer configurations it never
+    saw, against the constant baseline."""
+    from tierscope.report import terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.kafka_learn(rows, method=method, folds=folds, seed=seed)
+    _emit(doc, as_json, lambda d: terminal.key_values(f"Reliability predictor ({method})",
+                                                      _flat(d)))  # fmt: skip
 
 
 @app.command()

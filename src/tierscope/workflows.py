@@ -214,6 +214,30 @@ def fit_phase_type(
     return fit_hyper_erlang(read_samples(samples, column), phases, branches=branches).to_dict()
 
 
+def kafka_reliability(
+    spec_file: PathLike, overrides: Sequence[str] = (), *, messages: int | None = None
+) -> dict[str, Any]:
+    """Loss and duplication counted on real brokers for every configuration of the spec's
+    ``sweep.grid`` (the thesis's TRAK protocol; :mod:`tierscope.experiment.reliability`):
+    ``{"rows": [...]}``, one row per configuration."""
+    from tierscope.experiment.reliability import DEFAULT_MESSAGES, measure
+    from tierscope.spec.experiment import load_experiment
+
+    spec, _ = load_experiment(spec_file, list(overrides))
+    return measure(spec, messages=messages or DEFAULT_MESSAGES, source=str(spec_file))
+
+
+def kafka_learn(
+    rows_file: PathLike, *, method: str = "gbm", folds: int = 5, seed: int = 1
+) -> dict[str, Any]:
+    """The loss/duplication predictor cross-validated on producer configurations it never saw,
+    against the constant baseline, from reliability rows (``kafka reliability --json``'s
+    document, or a CSV of its rows)."""
+    from tierscope.domains.kafka_reliability import cross_validate, read_rows
+
+    return cross_validate(read_rows(rows_file), method=method, folds=folds, seed=seed)
+
+
 def usl_file(data: PathLike) -> dict[str, Any]:
     """The Universal Scalability Law fitted to a CSV of ``concurrency,throughput``."""
     from tierscope.qn.usl import fit_usl, read_usl_csv

@@ -99,3 +99,27 @@ def test_aggregate_rates_weigh_by_the_message_rate() -> None:
     # half the time at 1000 msg/s with 10 % loss, half at 3000 msg/s with none
     r = aggregate_rates([0, 1, 1.000001, 2], [1000, 1000, 3000, 3000], [0.1, 0.1, 0, 0], [0] * 4)
     assert r["loss"] == pytest.approx(100 / 4000, rel=1e-3)
+
+
+def test_kafka_learn_reads_the_reliability_document_and_csv(
+    rows: pl.DataFrame, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tierscope kafka learn` on what `kafka reliability --json` writes (acks as numbers and
+    "all", a poll interval never set, nested error counts) and on the same rows as CSV."""
+    import json
+
+    from tierscope.cli import main
+
+    doc = {"messages": 20_000, "rate": 2000, "rows": [
+        {**r, "acks": int(r["acks"]) if r["acks"] != "all" else "all", "poll_ms": None,
+         "errors": {"msg_timed_out": 3}} for r in rows.iter_rows(named=True)]}  # fmt: skip
+    (tmp_path / "rows.json").write_text(json.dumps(doc))
+    rows.write_csv(tmp_path / "rows.csv")
+    for name in ("rows.json", "rows.csv"):
+        assert main(["kafka", "learn", str(tmp_path / name), "--folds", "4", "--json"]) == 0
+        cv = json.loads(capsys.readouterr().out)
+        assert cv["configurations"] == 36 and cv["rows"] == rows.height
+        assert cv["loss_rate_mae"] < 0.5 * cv["loss_rate_baseline"], cv
+    (tmp_path / "bad.json").write_text('{"rows": 3}')
+    assert main(["kafka", "learn", str(tmp_path / "bad.json")]) == 2
+    assert "rows" in capsys.readouterr().err

@@ -20,8 +20,12 @@ aggregate loss and duplicate rates of a run whose conditions change are eq. 5.3.
 
 from __future__ import annotations
 
+import io
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +41,7 @@ __all__ = [
     "cross_validate",
     "dynamic_configuration",
     "fit_reliability",
+    "read_rows",
 ]
 
 #: eq. 5.1's inputs, by their names in the reliability rows
@@ -110,6 +115,38 @@ class ReliabilityModel:
             else:  # a rate that never varied in the data
                 out[target] = np.full(len(rows), self.constants.get(target, 0.0))
         return out
+
+
+def read_rows(path: str | os.PathLike[str]) -> pl.DataFrame:
+    """Reliability rows from ``kafka reliability --json``'s document (``{"rows": [...]}``) or a
+    CSV with a header; a poll interval never set (null) reads as 0 (no poll before a message)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError("ROWS", str(p), f"a readable file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise InputError("ROWS", str(p), "a UTF-8 JSON or CSV file") from None
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InputError("ROWS", str(p), f"valid JSON ({exc})") from None
+        rows = doc.get("rows") if isinstance(doc, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise InputError("ROWS", str(p), 'a document {"rows": [{...}, ...]}')
+        flat = [{k: v for k, v in r.items() if not isinstance(v, dict | list)} for r in rows]
+        frame = pl.DataFrame(flat, infer_schema_length=None) if flat else pl.DataFrame()
+    else:
+        try:
+            frame = pl.read_csv(io.StringIO(text), infer_schema_length=None)
+        except pl.exceptions.PolarsError as exc:
+            raise InputError("ROWS", str(p), f"a CSV file with a header ({exc})") from None
+    if "acks" in frame.columns:
+        frame = frame.with_columns(pl.col("acks").cast(pl.String))
+    if "poll_ms" in frame.columns:
+        frame = frame.with_columns(pl.col("poll_ms").cast(pl.Float64).fill_null(0.0))
+    return frame.drop_nulls([t for t in TARGETS if t in frame.columns])  # nothing sent
 
 
 def _check(rows: pl.DataFrame) -> tuple[str, ...]:

@@ -43,12 +43,18 @@ class Artifact:
         return cache_dir() / f"{self.name}-{self.version}"
 
     def pom(self) -> str:
-        deps = [(*c.split(":"), self.version) for c in self.coordinates]
+        # group:artifact[:classifier] at the version, extras group:artifact:version[:classifier]
+        deps = []
+        for c in self.coordinates:
+            g, a, *cls = c.split(":")
+            deps.append((g, a, self.version, *cls))
         deps += [tuple(c.split(":")) for c in self.extras]
         body = "".join(
-            f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-            f"<version>{v}</version></dependency>"
-            for g, a, v in deps
+            f"<dependency><groupId>{d[0]}</groupId><artifactId>{d[1]}</artifactId>"
+            f"<version>{d[2]}</version>"
+            + (f"<classifier>{d[3]}</classifier>" if len(d) > 3 else "")
+            + "</dependency>"
+            for d in deps
         )
         return (
             '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
@@ -66,6 +72,8 @@ ARTIFACTS: dict[str, Artifact] = {
         ("org.apache.kafka:kafka_2.13", "org.apache.kafka:kafka-tools"),
         ("org.apache.logging.log4j:log4j-slf4j-impl:2.25.4",),
     ),
+    # the JVM agent that serves JMX as JSON over HTTP (the brokers' metrics)
+    "jolokia": Artifact("jolokia", "2.5.1", ("org.jolokia:jolokia-agent-jvm:javaagent",)),
 }
 
 
@@ -76,6 +84,10 @@ def java() -> str:
         why = "Java 17 or later on PATH (apt-get install openjdk-17-jre-headless)"
         raise InputError("java", None, why)
     return path
+
+
+def fetched(name: str) -> bool:
+    return (_artifact(name).home / "complete").is_file()
 
 
 def libs(name: str) -> Path:

@@ -1,4 +1,5 @@
-"""Scheduled ground-truth perturbations of a running system: stalls and competing CPU load.
+"""Scheduled ground-truth perturbations of a running system: stalls, competing CPU load and
+network delay and loss on a link.
 
 Design decisions:
 
@@ -10,7 +11,11 @@ Design decisions:
 * The times written to ``events.parquet`` are the measured moments the signals were sent and
   the hog started/stopped (CLOCK_MONOTONIC, converted to run time by the runner), not the
   planned ones, so the ground truth is what really happened.
-* Whatever happens, a stalled node is continued and hogs are killed when the scheduler stops.
+* A **network** fault delays and drops the packets of a named link (its flows come from the
+  deployment, e.g. producer-brokers) with the NFQUEUE emulator (:mod:`.netem`) for its window;
+  the event records the packets it saw, lost and the mean delay it gave them.
+* Whatever happens, a stalled node is continued, hogs are killed and emulated links are
+  restored when the scheduler stops.
 * The scheduler's thread runs in the real-time class where it may (root), so that a busy host
   does not stretch a stall by waking it late.
 """
@@ -26,9 +31,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from tierscope.experiment.cgroups import NodeCgroup
+from tierscope.experiment.netem import Emulator, LinkFault
 from tierscope.spec.experiment import FaultSpec
 
 HOG_CODE = "import time\nwhile True:\n    pass\n"
@@ -52,20 +59,32 @@ class Occurrence:
     node: str
     t_start: float  # monotonic
     t_end: float
-    detail: dict[str, float | str]
+    detail: dict[str, Any]
 
 
 class FaultScheduler:
     """Runs the faults of one level on a thread, from ``t0`` (monotonic) on."""
 
-    def __init__(self, faults: list[FaultSpec], targets: list[FaultTarget], horizon: float) -> None:
+    def __init__(
+        self,
+        faults: list[FaultSpec],
+        targets: list[FaultTarget],
+        horizon: float,
+        *,
+        links: Callable[[str], list[LinkFault]] | None = None,
+        tag: str = "run",
+    ) -> None:
         self.plan: list[tuple[float, float, FaultSpec, list[FaultTarget]]] = []
+        self.links, self.tag = links, tag
         for f in faults:
-            hit = [
-                t
-                for t in targets
-                if t.tier == f.tier and (f.replica is None or t.replica == f.replica)
-            ]
+            if f.link is not None:  # a network fault: the link is its one target
+                hit = [FaultTarget(f.link, f.link, 1, list, None)]
+            else:
+                hit = [
+                    t
+                    for t in targets
+                    if t.tier == f.tier and (f.replica is None or t.replica == f.replica)
+                ]
             for start, end in f.windows(horizon):
                 self.plan.append((start, end, f, hit))
         self.plan.sort(key=lambda p: p[0])
@@ -74,6 +93,7 @@ class FaultScheduler:
         self._thread: threading.Thread | None = None
         self._stopped: list[list[int]] = []
         self._hogs: list[subprocess.Popen[bytes]] = []
+        self._emulators: list[Emulator] = []
         self._lock = threading.Lock()
 
     def start(self, t0: float) -> FaultScheduler:
@@ -113,31 +133,27 @@ class FaultScheduler:
                 handle = self._begin(spec, targets)
                 begun[i] = (time.monotonic(), handle)  # after the signals went out
             elif i in begun:
-                started, handle = begun.pop(i)
-                self._end(spec, targets, handle)
-                ended = time.monotonic()
-                for t in targets:
-                    self.done.append(
-                        Occurrence(spec.kind, t.tier, t.node, started, ended, self._detail(spec))
-                    )
+                self._close(i, *begun.pop(i))
         # stopped early: close the occurrences that began
         for i, (started, handle) in begun.items():
-            _, _, spec, targets = self.plan[i]
-            self._end(spec, targets, handle)
-            ended = time.monotonic()
-            for t in targets:
-                self.done.append(
-                    Occurrence(spec.kind, t.tier, t.node, started, ended, self._detail(spec))
-                )
+            self._close(i, started, handle)
 
-    @staticmethod
-    def _detail(spec: FaultSpec) -> dict[str, float | str]:
-        d: dict[str, float | str] = {"planned_duration": spec.duration}
+    def _close(self, i: int, started: float, handle: object) -> None:
+        _, _, spec, targets = self.plan[i]
+        measured = self._end(spec, targets, handle)
+        ended = time.monotonic()
+        detail: dict[str, Any] = {"planned_duration": spec.duration, **measured}
         if spec.kind == "cpu_hog":
-            d["cores"] = spec.cores
-        return d
+            detail["cores"] = spec.cores
+        if spec.kind == "network":
+            detail |= {"delay": spec.delay and spec.delay.native(),
+                       "loss": spec.loss and spec.loss.native()}  # fmt: skip
+        for t in targets:
+            self.done.append(Occurrence(spec.kind, t.tier, t.node, started, ended, detail))
 
     def _begin(self, spec: FaultSpec, targets: list[FaultTarget]) -> object:
+        if spec.kind == "network":
+            return self._begin_network(spec)
         if spec.kind == "stall":
             stopped = []
             for t in targets:
@@ -158,24 +174,53 @@ class FaultScheduler:
             self._hogs.extend(hogs)
         return hogs
 
-    def _end(self, spec: FaultSpec, targets: list[FaultTarget], handle: object) -> None:
+    def _begin_network(self, spec: FaultSpec) -> Emulator | None:
+        """The link's packet flows delayed and dropped (None: no such link; nothing done)."""
+        flows = self.links(spec.link) if self.links is not None and spec.link else []
+        if not flows:
+            return None
+        delay = spec.delay.native() if spec.delay else None
+        loss = spec.loss.native() if spec.loss else None
+        em = Emulator([replace(f, delay=delay, loss=loss) for f in flows], tag=self.tag)
+        with self._lock:  # registered first: removed whatever happens next
+            self._emulators.append(em)
+        return em.start()
+
+    def _end(self, spec: FaultSpec, targets: list[FaultTarget], handle: object) -> dict[str, Any]:
+        """End what ``_begin`` did; what was measured of it."""
+        if spec.kind == "network":
+            if not isinstance(handle, Emulator):
+                return {"packets": 0}
+            with self._lock, contextlib.suppress(ValueError):
+                self._emulators.remove(handle)
+            stats = handle.stop()
+            packets = sum(s["packets"] for s in stats)
+            lost = sum(s["lost"] for s in stats)
+            held = sum(s["delay_sum"] for s in stats)
+            return {"packets": packets, "lost": lost,
+                    "mean_delay": held / max(packets - lost, 1)}  # fmt: skip
         if spec.kind == "stall":  # exactly the processes stopped (an attached system's too)
             for pids in handle or []:  # type: ignore[attr-defined]
                 _signal_all(pids, signal.SIGCONT)
                 with self._lock, contextlib.suppress(ValueError):
                     self._stopped.remove(pids)
-            return
+            return {}
         for p in handle or []:  # type: ignore[attr-defined]
             _kill(p)
+        return {}
 
     def _release_all(self) -> None:
         with self._lock:
             stopped, self._stopped = self._stopped, []
             hogs, self._hogs = self._hogs, []
+            emulators, self._emulators = self._emulators, []
         for pids in stopped:
             _signal_all(pids, signal.SIGCONT)
         for p in hogs:
             _kill(p)
+        for em in emulators:
+            with contextlib.suppress(Exception):
+                em.stop()
 
 
 def _realtime_thread() -> None:

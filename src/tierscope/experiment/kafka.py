@@ -14,6 +14,7 @@ Kafka's own tool (partitions, replication factor, ``min.insync.replicas``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import socket
 import time
 import uuid
@@ -24,6 +25,8 @@ from typing import Any
 from tierscope.errors import InputError
 from tierscope.experiment.artifacts import ARTIFACTS, java, libs
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
+from tierscope.experiment.jolokia import agent_argument
+from tierscope.experiment.netem import LinkFault
 from tierscope.experiment.processes import StartError, Supervisor
 
 __all__ = ["Broker", "KafkaCluster", "start_kafka"]
@@ -47,15 +50,28 @@ TOPICS = "org.apache.kafka.tools.TopicCommand"
 
 @dataclass
 class Broker:
-    """One broker: its id, address, client and controller ports, cgroup and log."""
+    """One broker: its id, address, ports, cgroup and log.
+
+    Each kind of peer reaches it on a listener of its own — producers and tools on ``port``,
+    consumers on ``consumer_port``, the other brokers on ``replication_port`` and
+    ``controller_port`` — so that a link (producer-brokers, …) is told apart by its ports alone
+    (clients on loopback all send from 127.0.0.1)."""
 
     node_id: int
     host: str
     port: int
     controller_port: int
     directory: Path
+    consumer_port: int = 0
+    replication_port: int = 0
+    jolokia_port: int = 0
     cgroup: NodeCgroup | None = None
     pid: int | None = None
+
+    @property
+    def jolokia_url(self) -> str | None:
+        """Where the broker's Jolokia agent serves its MBeans (None: no agent)."""
+        return f"http://{self.host}:{self.jolokia_port}/jolokia/" if self.jolokia_port else None
 
     @property
     def name(self) -> str:
@@ -79,6 +95,25 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.address for b in self.brokers)
+
+    @property
+    def consumer_bootstrap(self) -> str:
+        return ",".join(f"{b.host}:{b.consumer_port}" for b in self.brokers)
+
+    def links(self, link: str) -> list[LinkFault]:
+        """The packet flows of ``link`` (producer-brokers, consumer-brokers, broker-broker),
+        both directions, without delay or loss yet (:func:`dataclasses.replace` adds them)."""
+        ports = {
+            "producer-brokers": lambda b: [b.port],
+            "consumer-brokers": lambda b: [b.consumer_port],
+            "broker-broker": lambda b: [b.replication_port, b.controller_port],
+        }[link]
+        out = []
+        for b in self.brokers:
+            for port in ports(b):
+                out.append(LinkFault(None, b.host, protocol="tcp", dport=port))
+                out.append(LinkFault(b.host, None, protocol="tcp", sport=port))
+        return out
 
     def tool(self, name: str, main: str, *args: str, timeout_s: float = 120.0) -> str:
         """Run one of Kafka's command-line tools (``main`` class) against the cluster; its
@@ -152,22 +187,28 @@ def _cluster_id() -> str:
             return text
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+def _free_ports(host: str, n: int) -> list[int]:
+    """``n`` different free ports of ``host`` (held together while they are chosen)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def _properties(b: Broker, voters: str) -> str:
+    clients = (f"PLAINTEXT://{b.address},CONSUMERS://{b.host}:{b.consumer_port},"
+               f"REPLICATION://{b.host}:{b.replication_port}")  # fmt: skip
     lines = {
         "process.roles": "broker,controller",
         "node.id": b.node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{b.address},CONTROLLER://{b.host}:{b.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{b.address}",
+        "listeners": f"{clients},CONTROLLER://{b.host}:{b.controller_port}",
+        "advertised.listeners": clients,
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": "REPLICATION",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+        "CONSUMERS:PLAINTEXT,REPLICATION:PLAINTEXT",
         "log.dirs": b.directory / "data",
         "num.partitions": 1,
         "offsets.topic.replication.factor": 1,
@@ -208,11 +249,14 @@ def start_kafka(
     *,
     cpu: float | None = None,
     memory: int | None = None,
+    cpuset: str | None = None,
     heap_mb: int = 256,
     timeout_s: float = 90.0,
+    jolokia: bool = False,
 ) -> KafkaCluster:
     """``brokers`` brokers running and ready (each in its cgroup when ``hierarchy`` is given,
-    with ``cpu`` cores and ``memory`` bytes)."""
+    with ``cpu`` cores and ``memory`` bytes; with ``jolokia``, each with the Jolokia agent
+    serving its MBeans on its own address)."""
     if not 1 <= brokers <= MAX_BROKERS:
         raise InputError("system.brokers", brokers, f"1 to {MAX_BROKERS}")
     jars = libs("kafka")
@@ -225,7 +269,9 @@ def start_kafka(
         host = f"127.0.0.{10 + i}"
         d = workdir / f"broker-{i}"
         d.mkdir(parents=True)
-        nodes.append(Broker(i, host, _free_port(host), _free_port(host), d))
+        port, controller, consumer, replication, agent = _free_ports(host, 5)
+        nodes.append(Broker(i, host, port, controller, d, consumer, replication,
+                            agent if jolokia else 0))  # fmt: skip
     voters = ",".join(f"{b.node_id}@{b.host}:{b.controller_port}" for b in nodes)
     cluster = KafkaCluster(nodes, supervisor, jars, _cluster_id())
     heap = f"-Xms{heap_mb}m -Xmx{heap_mb}m".split()
@@ -241,7 +287,10 @@ def start_kafka(
             b.cgroup.set_cpu(cpu)
             if memory:
                 b.cgroup.set_memory(memory)
-        argv = [java_bin, *heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            if cpuset:
+                b.cgroup.set_cpuset(cpuset)
+        agent = [agent_argument(b.host, b.jolokia_port)] if b.jolokia_port else []
+        argv = [java_bin, *heap, *agent, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                 f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}", "-cp",
                 f"{jars}/*", "kafka.Kafka", str(b.directory / "server.properties")]  # fmt: skip
         proc = supervisor.spawn(b.name, argv, node=b.cgroup)
@@ -253,5 +302,6 @@ def start_kafka(
             cluster.stop()
             raise StartError(f"Kafka {b.name} did not start in {timeout_s:.0f} s; its log: {log}")
     cluster.facts = {"kafka": ARTIFACTS["kafka"].version, "brokers": brokers,
-                     "heap_mb": heap_mb, "bootstrap": cluster.bootstrap}  # fmt: skip
+                     "heap_mb": heap_mb, "bootstrap": cluster.bootstrap,
+                     "jolokia": ARTIFACTS["jolokia"].version if jolokia else None}  # fmt: skip
     return cluster

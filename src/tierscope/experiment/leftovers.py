@@ -3,7 +3,8 @@
 The reaper (:mod:`.processes`) cleans up after a runner that dies, but when the runner and its
 reaper are killed together (a container or session killed whole, ``kill -9`` of everything),
 nothing is left to remove the run's cgroups (``tierscope-RUN_ID`` under the runner's cgroup, one
-per controller on v1) and its scratch folder (``$TMPDIR/tierscope-RUN_ID-*``). The next run does.
+per controller on v1), its scratch folder (``$TMPDIR/tierscope-RUN_ID-*``) and the network
+emulator's iptables rules (commented with the run id). The next run does.
 
 Design decision: **removal needs proof that the owner is gone.** Each run holds an exclusive
 ``flock`` on ``$TMPDIR/tierscope-RUN_ID.lock`` (holding its pid) from before it creates anything
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierscope.experiment._reaper import _empty_cgroup
+from tierscope.experiment.netem import remove_rules
 
 LOCK_NAME = re.compile(r"tierscope-([0-9a-f]{8})\.lock")
 #: How deep below a mount point run cgroups are looked for (the runner's own cgroup is nested).
@@ -48,15 +50,18 @@ class Removed:
     cgroups: int = 0
     folders: int = 0
     processes: int = 0
+    rules: int = 0
     failed: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.cgroups or self.folders or self.processes or self.failed)
+        return bool(self.cgroups or self.folders or self.processes or self.rules or self.failed)
 
     def message(self) -> str:
         parts = [_plural(self.cgroups, "stale cgroup")] if self.cgroups else []
         if self.folders:
             parts.append(_plural(self.folders, "scratch folder"))
+        if self.rules:
+            parts.append(_plural(self.rules, "network emulator rule"))
         done = "removed " + " and ".join(parts) if parts else ""
         if self.processes:
             done = f"stopped {_plural(self.processes, 'process')}" + (f", {done}" if done else "")
@@ -73,6 +78,7 @@ class Removed:
             "cgroups": self.cgroups,
             "folders": self.folders,
             "processes": self.processes,
+            "rules": self.rules,
             "failed": self.failed,
         }
 
@@ -209,6 +215,7 @@ def _remove_run(run_id: str, pid: int | None, tmp: Path, cgroups: list[Path]) ->
                 names.add(path.relative_to(root))
     result.cgroups = len(names)
     result.processes = len(stopped)
+    result.rules = remove_rules(run_id)  # the network emulator's, if the run had faults
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
         if folder.exists():

@@ -31,7 +31,7 @@ from typing import Any
 
 from tierscope.errors import InputError, TierscopeError
 
-__all__ = ["Emulator", "LinkFault", "remove_rules"]
+__all__ = ["Emulator", "LinkFault", "remove_rules", "require_emulator"]
 
 #: Netfilter queue numbers tierscope uses (one per emulated link).
 FIRST_QUEUE = 4200
@@ -51,6 +51,8 @@ class LinkFault:
     delay: dict[str, Any] | None = None
     loss: dict[str, Any] | None = None
     protocol: str | None = None  # tcp | udp | icmp (None: all)
+    sport: int | None = None  # source port (tcp or udp)
+    dport: int | None = None  # destination port
 
     def __post_init__(self) -> None:
         for name in ("src", "dst"):
@@ -62,6 +64,10 @@ class LinkFault:
                     raise InputError(f"link.{name}", value, "an IPv4 address") from None
         if self.protocol not in (None, "tcp", "udp", "icmp"):
             raise InputError("link.protocol", self.protocol, "tcp, udp or icmp")
+        for name in ("sport", "dport"):
+            port = getattr(self, name)
+            if port is not None and (self.protocol not in ("tcp", "udp") or not 0 < port < 65536):
+                raise InputError(f"link.{name}", port, "a port 1-65535 of protocol tcp or udp")
 
     def match(self) -> list[str]:
         out = []
@@ -71,6 +77,10 @@ class LinkFault:
             out += ["-d", self.dst]
         if self.protocol:
             out += ["-p", self.protocol]
+        if self.sport is not None:
+            out += ["--sport", str(self.sport)]
+        if self.dport is not None:
+            out += ["--dport", str(self.dport)]
         return out
 
 
@@ -81,6 +91,19 @@ def _iptables() -> str:
     if os.geteuid() != 0:
         raise InputError("network faults", "not root", "root (netfilter queues and iptables)")
     return path
+
+
+def require_emulator(field: str) -> None:
+    """InputError (naming ``field``) when network faults cannot be emulated here."""
+    try:
+        _iptables()
+    except InputError as exc:
+        raise InputError(field, exc.value, exc.expected) from None
+    from tierscope import _native
+
+    if not hasattr(_native, "Netem"):
+        raise InputError(field, "network", "tierscope's native module built with the emulator "
+                         "(make install)")  # fmt: skip
 
 
 def _rule(link: LinkFault, queue: int, tag: str) -> list[str]:

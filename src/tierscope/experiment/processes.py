@@ -150,10 +150,17 @@ class Supervisor:
         self.procs.append((name, proc, log))
         return proc
 
-    def run_once(self, name: str, argv: Sequence[str], timeout_s: float = 120.0) -> None:
-        """Run a set-up command to completion (not a server); StartError with its log on failure."""
+    def spawn_task(self, name: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start a process that ends by itself (a load worker): the reaper stops its group if
+        the run dies, but :meth:`check_alive` does not count its end as a failure and the
+        caller waits for it."""
         proc = self.spawn(name, argv)
         self.procs = [p for p in self.procs if p[1] is not proc]
+        return proc
+
+    def run_once(self, name: str, argv: Sequence[str], timeout_s: float = 120.0) -> None:
+        """Run a set-up command to completion (not a server); StartError with its log on failure."""
+        proc = self.spawn_task(name, argv)
         try:
             code = proc.wait(timeout_s)
         except subprocess.TimeoutExpired:

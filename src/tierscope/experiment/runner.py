@@ -38,6 +38,7 @@ from tierscope.experiment.cgroups import CgroupUnavailableError, Hierarchy, open
 from tierscope.experiment.faults import FaultScheduler, FaultTarget, Occurrence
 from tierscope.experiment.leftovers import Removed, RunClaim, claim_run
 from tierscope.experiment.monitor import Monitor, NodeProbe
+from tierscope.experiment.netem import require_emulator
 from tierscope.experiment.processes import Supervisor
 from tierscope.experiment.targets import (
     Deployment,
@@ -48,7 +49,7 @@ from tierscope.experiment.targets import (
     start_system,
     target_for,
 )
-from tierscope.spec.experiment import ExperimentSpec, check_host, setup_specs
+from tierscope.spec.experiment import ExperimentSpec, SystemSpec, check_host, setup_specs
 from tierscope.store import RunWriter
 
 Progress = Callable[[dict[str, Any]], None]
@@ -105,6 +106,7 @@ class Runner:
         self.outcomes: list[LevelOutcome] = []
         self.monitor_stats: list[dict[str, Any]] = []
         self.t0 = 0.0
+        self.run_id = ""
         self.supervisor: Supervisor | None = None
         #: Said about the run as a whole (e.g. leftovers of killed runs removed), in the summary.
         self.notes: list[str] = []
@@ -119,6 +121,7 @@ class Runner:
             return self._run(run_id, claim)
 
     def _run(self, run_id: str, claim: RunClaim) -> dict[str, Any]:
+        self.run_id = run_id
         for name, setup in self.setups.items():
             check_host(setup, source=self.source)  # limits the host cannot honour, by field
             where = "" if name == "s0" else f"setup {name}: "
@@ -134,6 +137,8 @@ class Runner:
                         [(f"{where}faults[{i}].kind", f"the {target.kind} target injects "
                           f"{', '.join(sorted(target.faults))}, not {f.kind}")],
                     )  # fmt: skip
+                if f.kind == "network":
+                    require_emulator(f"{where}faults[{i}]")
         # The run folder is claimed (atomically) before anything is made, so a refused --out
         # leaves no cgroup behind.
         writer = RunWriter.create(
@@ -151,15 +156,11 @@ class Runner:
         except BaseException:
             writer.discard()
             raise
-        workdir = Path(tempfile.mkdtemp(prefix=f"tierscope-{run_id}-"))
-        supervisor = self.supervisor = Supervisor(workdir, claim)
-        supervisor.start_reaper()
-        if hierarchy is not None:
-            supervisor.note_paths(*hierarchy.roots.values())
-        self.t0 = time.monotonic()
-        writer.info["cgroup"] = hierarchy.version if hierarchy else None
-        writer.info["time_base"] = "seconds since the run's start (CLOCK_MONOTONIC)"
-        try:
+        with _scratch(run_id, claim, hierarchy) as (workdir, supervisor):
+            self.supervisor = supervisor
+            self.t0 = time.monotonic()
+            writer.info["cgroup"] = hierarchy.version if hierarchy else None
+            writer.info["time_base"] = "seconds since the run's start (CLOCK_MONOTONIC)"
             with writer:
                 self._report_leftovers(claim.removed, writer)
                 ctx = _RunContext(writer, supervisor, hierarchy)
@@ -171,12 +172,6 @@ class Runner:
                         setup_dir.mkdir()
                         self._run_in_turn({name: setup}, setup_dir, ctx)
                 writer.info["summary"] = self.summary()
-        finally:
-            supervisor.stop_all()
-            if hierarchy is not None:
-                hierarchy.remove()
-            supervisor.close()
-            shutil.rmtree(workdir, ignore_errors=True)
         return {**self.summary(), "status": writer.info["status"]}
 
     def _cgroups(self, run_id: str) -> Hierarchy | None:
@@ -308,10 +303,10 @@ class Runner:
             writer.flush()
 
     def _workload(self, deployment: Deployment, spec: ExperimentSpec) -> Any:
-        from tierscope.spec.workload import merge_workload, parse_workload
+        from tierscope.spec.workload import merge_workload
 
-        return parse_workload(
-            merge_workload(deployment.workload, spec.workload), source=f"{self.source}: workload"
+        return deployment.driver.workload(
+            merge_workload(deployment.workload, spec.workload), f"{self.source}: workload"
         )
 
     def _level(
@@ -343,6 +338,52 @@ class Runner:
             "warnings": [*self.notes, *(w for o in self.outcomes for w in o.warnings)],
             "monitor": self.monitor_stats,
         }
+
+
+@contextlib.contextmanager
+def deployed_system(system: SystemSpec, *, source: str) -> Iterator[tuple[Deployment, str]]:
+    """``system`` deployed for work that is not a sweep (``kafka reliability``), with what a
+    sweep has: the run's claim (leftovers of killed runs removed first), cgroups, supervisor
+    and reaper; everything stopped and removed after. Yields the deployment and the run id
+    (the tag of its network faults' rules)."""
+    target = target_for(system.kind)
+    try:
+        target.check(system)
+    except SpecError as exc:
+        raise SpecError(source, exc.errors) from None
+    run_id = uuid.uuid4().hex[:8]
+    with claim_run(run_id) as claim:
+        try:
+            hierarchy: Hierarchy | None = open_hierarchy(f"tierscope-{run_id}")
+        except CgroupUnavailableError:
+            hierarchy = None
+        with _scratch(run_id, claim, hierarchy) as (workdir, supervisor):
+            deployment = start_system(system, workdir, supervisor, hierarchy)
+            try:
+                yield deployment, run_id
+            finally:
+                deployment.stop()
+
+
+@contextlib.contextmanager
+def _scratch(
+    run_id: str, claim: RunClaim, hierarchy: Hierarchy | None
+) -> Iterator[tuple[Path, Supervisor]]:
+    """The run's scratch folder and its supervisor with the reaper guarding them; at the end
+    every process is stopped, the cgroups and the folder removed, whatever happened."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"tierscope-{run_id}-"))
+    supervisor = Supervisor(workdir, claim)
+    try:
+        supervisor.start_reaper()
+        if hierarchy is not None:
+            supervisor.note_paths(*hierarchy.roots.values())
+        yield workdir, supervisor
+    finally:
+        supervisor.stop_all()
+        if hierarchy is not None:
+            hierarchy.remove()
+        supervisor.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _check_interleavable(setups: dict[str, ExperimentSpec], source: str) -> None:
@@ -390,17 +431,14 @@ class LevelRun:
         self.warnings: list[str] = []
 
     def run(self, workload: Any, *, seed: int) -> LevelOutcome:
-        from tierscope.load import LoadGenerator
-
         ph, dep = self.spec.phases, self.deployment
         # What was sampled or finished between levels belongs to no level.
         self.monitor.drain()
         for node in [*dep.nodes, *dep.collect_retired()]:
             for source in node.request_sources:
                 source()
-        generator = LoadGenerator(
+        generator = dep.driver.generator(
             workload,
-            dep.entry_urls,
             seed=seed,
             # Unique across the run, so requests can be joined across tiers by id alone.
             request_id_prefix=f"{self.setup}/{self.level:g}/{self.rep}/",
@@ -409,7 +447,9 @@ class LevelRun:
         handle = generator.start(
             self.level, ph.ramp_up, ph.steady, ph.ramp_down, setup=self.setup, rep=self.rep
         )
-        faults = FaultScheduler(self.spec.faults, targets, ph.total).start(handle.t0)
+        faults = FaultScheduler(
+            self.spec.faults, targets, ph.total, links=dep.links, tag=self.runner.run_id
+        ).start(handle.t0)
         result = None
         try:
             while not handle.done:
@@ -554,7 +594,15 @@ REQUEST_EXTRAS: dict[str, pl.DataType] = {
     "error": pl.String(),
     "user": pl.Int64(),
     "session": pl.Int64(),
+    # messages (kafka): where they were appended, when, when first consumed, how many times
+    "partition": pl.Int64(),
+    "offset": pl.Int64(),
+    "appended": pl.Float64(),
+    "consumed": pl.Float64(),
+    "copies": pl.Int64(),
 }
+#: Times of a client record besides start and end (monotonic seconds until stored).
+TIMES = ("intended_start", "actual_start", "appended", "consumed")
 
 
 def _with_extras(frame: pl.DataFrame) -> pl.DataFrame:
@@ -596,7 +644,7 @@ def client_requests(
     frame: pl.DataFrame, t0: float, setup: str, level: float, rep: int
 ) -> pl.DataFrame:
     """The load generator's records (monotonic seconds) in the store's time base, tier client."""
-    shift = [c for c in ("start", "end", "intended_start", "actual_start") if c in frame.columns]
+    shift = [c for c in ("start", "end", *TIMES) if c in frame.columns]
     out = frame.with_columns(*(pl.col(c) - t0 for c in shift), pl.lit("client").alias("tier"))
     return _with_extras(label(out, setup, level, rep))
 

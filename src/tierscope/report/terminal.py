@@ -490,3 +490,23 @@ class LoadProgress:
     def close(self) -> None:
         if self._started:
             self._live.stop()
+
+
+def reliability(doc: dict[str, Any]) -> Table:
+    """``kafka reliability``: one row per configuration (the JSON has every field)."""
+    t = Table(
+        title=f"Kafka reliability, {doc['messages']:,} messages per configuration at "
+        f"{doc['rate']:g}/s",
+        title_justify="left",
+    )
+    heads = ("acks", "batch", "timeout ms", "size B", "delay ms", "loss %", "sent", "lost",
+             "dup")  # fmt: skip
+    for h in heads:
+        t.add_column(h, justify="right")
+    for r in doc["rows"]:
+        t.add_row(
+            str(r["acks"]), str(r["batch_messages"]), str(r["timeout_ms"]),
+            str(r["message_size"]), f"{r['delay_ms']:g}", f"{100 * r['loss']:g}",
+            f"{r['sent']:,}", f"{r['lost']:,}", f"{r['duplicated']:,}",
+        )  # fmt: skip
+    return t

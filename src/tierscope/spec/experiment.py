@@ -39,6 +39,14 @@ from tierscope.spec.graph import (
     Graph,
     cycle,
 )
+from tierscope.spec.kafka import (
+    DelaySpec,
+    KafkaWorkload,
+    LossSpec,
+    TopicSpec,
+    grid_problem,
+    link_problem,
+)
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 TIERS = THREE_TIERS
@@ -269,7 +277,7 @@ class SystemSpec(BaseModel):
 
     model_config = _STRICT
 
-    kind: Literal["embedded", "webstack", "attach"] = "embedded"
+    kind: Literal["embedded", "webstack", "attach", "kafka"] = "embedded"
     topology: str = Field("1/1/1", description="replicas web/app/db, e.g. 1/2/1")
     tiers: dict[Literal["web", "app", "db"], TierSpec] = Field(default_factory=dict)
     entry: str | None = Field(None, description="the component the load enters through")
@@ -277,6 +285,34 @@ class SystemSpec(BaseModel):
         None, description="the components and their calls (instead of topology and tiers)"
     )
     seed: Integer = Field(1, description="seed of the database contents")
+    brokers: PositiveInt | None = Field(None, description="kafka: how many brokers (default 1)")
+    topic: TopicSpec | None = Field(None, description="kafka: partitions, replication, min_insync")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kafka_broker(cls, data: Any) -> Any:
+        """kafka's one component is ``broker``, with ``brokers`` replicas (resources only)."""
+        if not isinstance(data, dict) or data.get("kind") != "kafka":
+            return data
+        comps = data.get("components")
+        if comps is None:
+            comps = {"broker": {}}
+        if not isinstance(comps, dict) or set(comps) != {"broker"}:
+            raise _FieldError(
+                "components",
+                "kafka's component is broker: components: {broker: {cpu: 0.5, memory: 1G}}",
+            )
+        broker = comps["broker"] if comps["broker"] is not None else {}
+        if not isinstance(broker, dict):
+            return data  # the model reports the type
+        extra = sorted(set(broker) - {"cpu", "cpuset", "memory"})
+        if extra:
+            raise _FieldError(
+                f"components.broker.{extra[0]}",
+                "a broker takes cpu, cpuset and memory (replicas: system.brokers)",
+            )
+        brokers = data.get("brokers", 1)
+        return {**data, "components": {"broker": {**broker, "replicas": brokers}}}
 
     @field_validator("topology")
     @classmethod
@@ -305,6 +341,11 @@ class SystemSpec(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> SystemSpec:
+        if self.kind == "kafka":
+            return self._kafka_shape()
+        for name in ("brokers", "topic"):
+            if getattr(self, name) is not None:
+                raise _FieldError(name, f"{name} belongs to kind kafka")
         if self.components is None:
             if self.entry is not None and self.entry != "web":
                 raise _FieldError(
@@ -379,6 +420,23 @@ class SystemSpec(BaseModel):
                     "attach drives the entry component's URL (e.g. http://127.0.0.1:8080/)",
                 )
         return self
+
+    def _kafka_shape(self) -> SystemSpec:
+        brokers, topic = self.brokers or 1, self.kafka_topic
+        if topic.replication > brokers:
+            raise _FieldError(
+                "topic.replication",
+                f"{topic.replication} replicas need as many brokers, not {brokers}",
+            )
+        if topic.min_insync > topic.replication:
+            raise _FieldError(
+                "topic.min_insync", f"at most the replication factor {topic.replication}"
+            )
+        return self
+
+    @property
+    def kafka_topic(self) -> TopicSpec:
+        return self.topic or TopicSpec()  # type: ignore[call-arg]
 
     @property
     def is_shorthand(self) -> bool:
@@ -477,6 +535,9 @@ class SweepSpec(BaseModel):
     levels: list[PositiveFloat] | LevelRange
     repetitions: PositiveInt = 1
     setups: list[SetupSpec] = Field(default_factory=list)
+    grid: dict[str, list[Any]] | None = Field(
+        None, description="kafka reliability: the configurations, every combination of these"
+    )
     interleave: bool = Field(
         False,
         description="run the setups' levels in turn on one deployment (the setups may differ "
@@ -529,19 +590,35 @@ class FaultSpec(BaseModel):
 
     model_config = _STRICT
 
-    kind: Literal["stall", "cpu_hog"]
-    tier: str = Field(description="the component (key `tier` as in every file)")
+    kind: Literal["stall", "cpu_hog", "network"]
+    tier: str | None = Field(None, description="the component (key `tier` as in every file)")
     replica: PositiveInt | None = Field(None, description="1-based replica; default: all")
     at: NonNegFloat = 0.0
     duration: PositiveFloat
     every: PositiveFloat | None = None
     until: PositiveFloat | None = None
     cores: PositiveFloat = Field(1.0, description="cpu_hog: cores the competing load tries to use")
+    link: str | None = Field(None, description="network: the link (e.g. producer-brokers)")
+    delay: DelaySpec | None = Field(None, description="network: per-packet delay (seconds)")
+    loss: LossSpec | None = Field(None, description="network: packet loss")
 
     @model_validator(mode="after")
     def _period(self) -> FaultSpec:
         if self.every is not None and self.every <= self.duration:
             raise ValueError("every must be longer than duration")
+        if self.kind == "network":
+            if self.link is None:
+                raise _FieldError("link", "a network fault names its link (e.g. producer-brokers)")
+            if self.delay is None and self.loss is None:
+                raise _FieldError("delay", "a network fault gives a delay, a loss or both")
+            if self.tier is not None or self.replica is not None:
+                raise _FieldError("tier", "a network fault acts on a link, not a component")
+        else:
+            if self.tier is None:
+                raise _FieldError("tier", f"a {self.kind} fault names its component")
+            for name in ("link", "delay", "loss"):
+                if getattr(self, name) is not None:
+                    raise _FieldError(name, f"{name} belongs to network faults")
         return self
 
     def windows(self, horizon: float) -> list[tuple[float, float]]:
@@ -573,9 +650,42 @@ class ExperimentSpec(BaseModel):
         return _check_name(v, _NAME)
 
     @model_validator(mode="after")
+    def _kafka_workload(self) -> ExperimentSpec:
+        if self.system.kind != "kafka":
+            if self.sweep.grid is not None:
+                raise _FieldError("sweep.grid", "the reliability grid belongs to kind kafka")
+            return self
+        try:
+            workload = self.kafka_workload
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise _FieldError(
+                "workload" + "".join(f".{p}" if isinstance(p, str) else f"[{p}]"
+                                     for p in err["loc"]),
+                err["msg"].removeprefix("Value error, "),
+            ) from None  # fmt: skip
+        for key, values in (self.sweep.grid or {}).items():
+            problem = grid_problem(key, values)
+            if problem is not None:
+                raise _FieldError(f"sweep.grid.{clip(key, 80)}", problem)
+        for i, f in enumerate(self.faults):
+            if f.link is not None:
+                problem = link_problem(f.link, self.system.brokers or 1, workload)
+                if problem is not None:
+                    raise _FieldError(f"faults[{i}].link", problem)
+        return self
+
+    @property
+    def kafka_workload(self) -> KafkaWorkload:
+        """The workload of a kafka system (ValidationError if it is not one)."""
+        return KafkaWorkload.model_validate(self.workload)
+
+    @model_validator(mode="after")
     def _faults_fit_topology(self) -> ExperimentSpec:
         replicas = self.system.replicas
         for i, f in enumerate(self.faults):
+            if f.tier is None:
+                continue  # a network fault: its link is checked with the workload
             if f.tier not in replicas:
                 raise _FieldError(
                     f"faults[{i}].tier",
@@ -604,7 +714,8 @@ class ExperimentSpec(BaseModel):
 
     @property
     def workload_mode(self) -> str:
-        return str(self.workload.get("mode", "closed"))
+        default = "open" if self.system.kind == "kafka" else "closed"  # messages/s
+        return str(self.workload.get("mode", default))
 
 
 # ---- overrides ---------------------------------------------------------------------------------

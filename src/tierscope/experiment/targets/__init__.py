@@ -29,6 +29,7 @@ import polars as pl
 from tierscope.errors import InputError, TierscopeError
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.embedded._instrument import decode_field
+from tierscope.experiment.netem import LinkFault
 from tierscope.experiment.processes import Supervisor
 from tierscope.spec.experiment import SystemSpec
 
@@ -92,6 +93,38 @@ class Scaler(Protocol):
         ...
 
 
+class LoadDriver(Protocol):
+    """How load is offered to a deployment: its workload schema and its generator."""
+
+    def workload(self, doc: dict[str, Any], source: str) -> Any:
+        """``doc`` validated (SpecError naming ``source`` and the field)."""
+        ...
+
+    def generator(self, workload: Any, *, seed: int, request_id_prefix: str) -> Any:
+        """A load generator for ``workload``: ``start(level, ramp_up, steady, ramp_down,
+        setup=, rep=)`` returns a handle as :class:`tierscope.load.LoadGenerator`'s does."""
+        ...
+
+
+@dataclass
+class HttpDriver:
+    """The HTTP load generator on the deployment's entry URLs (every target but kafka)."""
+
+    entry_urls: list[str]
+
+    def workload(self, doc: dict[str, Any], source: str) -> Any:
+        from tierscope.spec.workload import parse_workload
+
+        return parse_workload(doc, source=source)
+
+    def generator(self, workload: Any, *, seed: int, request_id_prefix: str) -> Any:
+        from tierscope.load import LoadGenerator
+
+        return LoadGenerator(
+            workload, self.entry_urls, seed=seed, request_id_prefix=request_id_prefix
+        )
+
+
 @dataclass
 class Deployment:
     """A deployed system: its nodes front to back, where the load enters, the base workload,
@@ -110,6 +143,14 @@ class Deployment:
     scaler: Scaler | None = None
     listeners: list[Callable[[Scaled], None]] = field(default_factory=list)
     retired: list[Node] = field(default_factory=list)
+    #: how load is offered (None: the HTTP load generator on ``entry_urls``)
+    load_driver: LoadDriver | None = None
+    #: the packet flows of a named network link (None: the system has no links to fault)
+    links: Callable[[str], list[LinkFault]] | None = None
+
+    @property
+    def driver(self) -> LoadDriver:
+        return self.load_driver or HttpDriver(self.entry_urls)
 
     @property
     def components(self) -> list[str]:
@@ -187,6 +228,7 @@ BUILT_IN = {
     "embedded": "tierscope.experiment.targets.embedded",
     "webstack": "tierscope.experiment.targets.webstack",
     "attach": "tierscope.experiment.targets.attach",
+    "kafka": "tierscope.experiment.targets.kafka",
 }
 
 

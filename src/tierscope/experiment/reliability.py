@@ -1,0 +1,233 @@
+"""Message loss and duplication of Kafka producer configurations under network faults: the
+TRAK protocol of Wu's thesis (seed 002 §1.2), on real brokers.
+
+For every configuration of ``sweep.grid`` (every combination of its values; producer settings
+by their spec names, ``message_size``, and the producer link's packet ``loss`` probability
+and one-way ``delay`` in seconds) on one running cluster:
+
+1. a fresh topic (the spec's partitions, replication and ``min.insync.replicas``); the grid's
+   values replace the spec's producer settings (idempotence goes off where the grid sets acks
+   to 0 or 1 and does not set idempotence itself: librdkafka refuses the pair);
+2. faults on: the grid's loss and delay on producer-brokers in both directions, as the
+   thesis's netem on every container, plus the spec's own network faults for the whole phase;
+3. the producers send ``messages`` messages in all at ``sweep.levels[0]`` messages/s each and
+   wait for every delivery report (at most the message timeout);
+4. faults off; the consumers read the topic from the beginning until nothing new arrives;
+5. ids are compared: ``lost`` = sent − distinct ids read, ``duplicated`` = ids read more than
+   once, ``redundant`` = reads − distinct ids; the rates are over the messages sent.
+
+The thesis rebuilt the cluster for every test; a fresh topic per configuration keeps the
+configurations apart at a fraction of the cost (a broker restart costs 5–10 s here). Rows also
+say how many messages the producer was told had failed (``reported_failed``) and how many it
+was told had succeeded but were never read (``acked_lost``: loss the producer never saw).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from tierscope.errors import InputError
+from tierscope.experiment.netem import Emulator, LinkFault
+from tierscope.progress import step
+from tierscope.spec.experiment import ExperimentSpec
+from tierscope.spec.kafka import PRODUCER_FIELDS, KafkaWorkload
+
+#: Messages per configuration by default (the thesis sent 10^6; CI-sized runs send fewer).
+DEFAULT_MESSAGES = 10_000
+
+
+def configurations(spec: ExperimentSpec) -> Iterator[dict[str, Any]]:
+    """Every combination of ``sweep.grid``'s values, in the grid's order."""
+    grid = spec.sweep.grid or {}
+    keys = list(grid)
+    for values in itertools.product(*(grid[k] for k in keys)):
+        yield dict(zip(keys, values, strict=True))
+
+
+def configured_workload(spec: ExperimentSpec, config: dict[str, Any]) -> KafkaWorkload:
+    """The spec's workload with ``config``'s producer settings and message size."""
+    doc = dict(spec.workload)
+    producer = dict(doc.get("producer") or {})
+    producer |= {k: v for k, v in config.items() if k in PRODUCER_FIELDS}
+    if str(config.get("acks", "all")) not in ("all", "-1") and "idempotence" not in config:
+        producer["idempotence"] = False  # idempotence needs acks=all: off where acks is not
+    doc["producer"] = producer
+    if "message_size" in config:
+        doc["message_size"] = config["message_size"]
+    try:
+        return KafkaWorkload.model_validate(doc)
+    except ValidationError as exc:
+        shown = ", ".join(f"{k}={v}" for k, v in config.items())
+        why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise InputError("sweep.grid", shown, f"a valid producer configuration ({why})") from None
+
+
+def _flows(
+    spec: ExperimentSpec, config: dict[str, Any], links: Callable[[str], list[LinkFault]]
+) -> list[LinkFault]:
+    """The emulated flows of one configuration (empty: no fault)."""
+    out = []
+    for f in spec.faults:
+        if f.kind == "network" and f.link is not None:
+            delay = f.delay.native() if f.delay else None
+            loss = f.loss.native() if f.loss else None
+            if f.link == "producer-brokers" and ("loss" in config or "delay" in config):
+                continue  # the grid's condition replaces the spec's on this link
+            out += [replace(x, delay=delay, loss=loss) for x in links(f.link)]
+    loss, delay = float(config.get("loss", 0) or 0), float(config.get("delay", 0) or 0)
+    if loss > 0 or delay > 0:
+        d = {"dist": "constant", "mean": delay} if delay > 0 else None
+        lo = {"model": "bernoulli", "p": loss} if loss > 0 else None
+        out += [replace(x, delay=d, loss=lo) for x in links("producer-brokers")]
+    return out
+
+
+def measure(
+    spec: ExperimentSpec, *, messages: int = DEFAULT_MESSAGES, source: str = "<spec>"
+) -> dict[str, Any]:
+    """The reliability rows of every configuration of ``spec`` (see the module), on a cluster
+    deployed for them and removed after."""
+    from tierscope.experiment.runner import deployed_system
+
+    check(spec, messages=messages, source=source)
+    with deployed_system(spec.system, source=source) as (dep, run_id):
+        return measure_on(dep, run_id, spec, messages=messages)
+
+
+def check(spec: ExperimentSpec, *, messages: int, source: str) -> None:
+    """InputError for what cannot be measured (before anything is deployed)."""
+    if spec.system.kind != "kafka":
+        raise InputError("system.kind", spec.system.kind, "kafka", source=source)
+    if messages < 1:
+        raise InputError("--messages", messages, "at least 1 message", source=source)
+    for key, values in (spec.sweep.grid or {}).items():
+        for v in values:
+            if key in ("loss", "delay") and (
+                isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 60
+            ):
+                raise InputError(f"sweep.grid.{key}", v, "a number >= 0", source=source)
+            if key == "loss" and v > 1:
+                raise InputError("sweep.grid.loss", v, "a probability 0..1", source=source)
+    for config in configurations(spec):
+        configured_workload(spec, config)
+
+
+def measure_on(dep: Any, run_id: str, spec: ExperimentSpec, *, messages: int) -> dict[str, Any]:
+    """The reliability rows of ``spec``'s configurations on the running deployment ``dep``
+    (the run ``run_id`` tags its emulator rules)."""
+    configs = list(configurations(spec))
+    rate = spec.sweep.level_values[0]
+    rows: list[dict[str, Any]] = []
+    stage = f"measuring {len(configs)} configuration(s) of {messages:,} messages"
+    for i, config in enumerate(configs):
+        step(stage, i, len(configs))
+        flows = _flows(spec, config, dep.links) if dep.links is not None else []
+        workload = configured_workload(spec, config)
+        condition = producer_condition(spec, config)
+        rows.append(_one(dep, workload, flows, messages, rate, run_id, condition, seed=i + 1))
+    step(stage, len(configs), len(configs))
+    return {"messages": messages, "rate": rate, "cluster": dep.facts, "rows": rows}
+
+
+def producer_condition(spec: ExperimentSpec, config: dict[str, Any]) -> tuple[float, float]:
+    """(mean one-way delay in seconds, packet loss probability) of the producer link in one
+    configuration: the grid's, else the spec's network fault on that link (a Gilbert–Elliott
+    loss by its stationary rate), else none."""
+    if "loss" in config or "delay" in config:
+        return float(config.get("delay", 0) or 0), float(config.get("loss", 0) or 0)
+    for f in spec.faults:
+        if f.kind == "network" and f.link == "producer-brokers":
+            delay = f.delay.mean if f.delay else 0.0
+            loss = 0.0
+            if f.loss is not None and f.loss.model == "bernoulli":
+                loss = f.loss.p
+            elif f.loss is not None:  # stationary loss of the two-state chain
+                p, r = f.loss.p, f.loss.r or 0.0
+                bad, good = f.loss.bad_loss if f.loss.bad_loss is not None else 1.0, (
+                    f.loss.good_loss or 0.0)  # fmt: skip
+                loss = (p * bad + r * good) / (p + r) if p + r > 0 else good
+            return delay, loss
+    return 0.0, 0.0
+
+
+def _one(
+    dep: Any,
+    workload: KafkaWorkload,
+    flows: list[LinkFault],
+    messages: int,
+    rate: float,
+    tag: str,
+    condition: tuple[float, float],
+    *,
+    seed: int,
+) -> dict[str, Any]:
+    load = dep.driver.generator(workload, seed=seed, request_id_prefix=f"config-{seed}/")
+    emulator = Emulator(flows, tag=tag, seed=seed) if flows else None
+    stats: list[dict[str, Any]] = []
+    if emulator is not None:
+        emulator.start()
+    try:
+        handle = load.start_count(messages, rate)
+        try:
+            while not handle.producers_done:
+                handle.snapshot()  # reads the records and samples the workers' CPU
+                time.sleep(0.2)
+        except BaseException:
+            handle.stop()
+            raise
+    finally:
+        if emulator is not None:
+            stats = emulator.stop()
+    handle.start_consumers()
+    result = handle.wait()
+    req = result.requests
+    sent = int(req.filter(req["actual_start"].is_not_null()).height)
+    copies = req["copies"].fill_null(0)
+    read = int(copies.sum())
+    distinct = int((copies > 0).sum())
+    duplicated = int((copies > 1).sum())
+    ok = req["status"] == "ok"
+    latency = (req.filter(ok)["end"] - req.filter(ok)["start"]).to_numpy()
+    p = workload.producer
+    delay, loss = condition
+    row: dict[str, Any] = {
+        "delay_ms": delay * 1000.0,
+        "loss": loss,
+        "acks": p.acks,
+        "batch_messages": p.batch_messages,
+        "linger_ms": p.linger_ms,
+        "timeout_ms": p.timeout_ms,
+        "retries": p.retries,
+        "idempotence": p.idempotence,
+        "poll_ms": p.poll_ms,
+        "message_size": workload.message_size,
+        "sent": sent,
+        "received": read,
+        "distinct": distinct,
+        "lost": sent - distinct,
+        "duplicated": duplicated,
+        "redundant": read - distinct,
+        "loss_rate": (sent - distinct) / sent if sent else None,
+        "duplicate_rate": duplicated / sent if sent else None,
+        "reported_failed": int((~ok).sum()),
+        "acked_lost": int((ok & (copies == 0)).sum()),
+        "errors": result.summary.get("errors_by_class", {}),
+        "latency_p50_s": float(np.median(latency)) if latency.size else None,
+        "packets": sum(s["packets"] for s in stats),
+        "packets_lost": sum(s["lost"] for s in stats),
+    }
+    if result.summary.get("failure"):
+        row["failure"] = result.summary["failure"]
+    return row
+
+
+__all__ = [
+    "DEFAULT_MESSAGES", "check", "configurations", "configured_workload", "measure", "measure_on",
+]  # fmt: skip

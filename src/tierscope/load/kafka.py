@@ -1,0 +1,684 @@
+"""Kafka producers and consumers as a workload: the load driver of ``system.kind: kafka``.
+
+:class:`KafkaLoad` has the load generator's shape (``start(level, ramp_up_s, steady_s,
+ramp_down_s)`` returns a handle with ``done``, ``snapshot()``, ``wait()``, ``stop()`` and the
+phase times), so the runner sweeps a Kafka cluster exactly as it sweeps a web stack. Each level
+writes to a fresh topic (partitions, replication and ``min.insync.replicas`` from the spec,
+``LogAppendTime`` so that every delivery report carries the broker's append time). The
+producers and consumers are worker processes (:mod:`tierscope.load.kafka_worker`) on
+librdkafka; their per-message records become one ``requests`` row per message (tier
+``client``, interaction ``produce``): ``start`` is the intended send time of the open schedule,
+``end`` the delivery report, ``status`` ok or librdkafka's error name, plus the actual send
+time, partition, offset, broker append time, the first consume time and how many times it was
+consumed (0: lost, 2 or more: duplicated).
+
+The client verdict is the HTTP generator's rule (:func:`tierscope.load._summary.verdict`) on
+the producers' own measurements: the busiest producer's main thread and the cores all workers
+used. Late sends are reported (``send_lag``, ``late``) but are no verdict: a full producer
+queue, the brokers pushing back, makes them as surely as a slow client does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tierscope.errors import InputError, TierscopeError
+from tierscope.load._frames import CLIENT, NODE
+from tierscope.load._summary import verdict
+from tierscope.load.generator import LoadSnapshot
+from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND
+from tierscope.spec.kafka import KafkaWorkload, TopicSpec
+
+#: Before the first intended send: the workers import librdkafka and connect meanwhile.
+START_MARGIN_S = 1.5
+#: After the producers end, consumers stop once nothing new arrived for this long...
+CONSUME_IDLE_S = 3.0
+#: ...or at the latest after this long.
+CONSUME_MAX_S = 60.0
+#: A message sent later than this after its intended time is late (as for HTTP requests).
+LATE_S = 0.005
+SAMPLE_S = 0.25
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def require_client() -> None:
+    """InputError saying how to install the Kafka client when it is missing."""
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        raise InputError(
+            "system.kind", "kafka", "the Kafka client: pip install 'tierscope[kafka]' "
+            "(confluent-kafka, librdkafka's Python binding)"
+        ) from None  # fmt: skip
+
+
+def error_name(code: int) -> str:
+    """librdkafka's name of an error code, lower case (``msg_timed_out``)."""
+    from confluent_kafka import KafkaError
+
+    try:
+        return str(KafkaError(code).name()).lstrip("_").lower()
+    except Exception:  # an unknown code is still reported
+        return f"error_{code}"
+
+
+@dataclass
+class Topic:
+    name: str
+    partitions: int
+    leaders: dict[int, int]  # partition -> broker node id
+
+
+class Admin:
+    """Topics of a cluster through librdkafka's admin client (no JVM per topic)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.client = AdminClient({"bootstrap.servers": bootstrap})
+
+    def create(self, name: str, spec: TopicSpec, *, timeout_s: float = 30.0) -> Topic:
+        from confluent_kafka.admin import NewTopic
+
+        config = {
+            "min.insync.replicas": str(spec.min_insync),
+            "message.timestamp.type": "LogAppendTime",
+        }
+        new = NewTopic(name, spec.partitions, spec.replication, config=config)
+        future = self.client.create_topics([new], operation_timeout=timeout_s)[name]
+        try:
+            future.result(timeout_s)
+        except Exception as exc:  # librdkafka's KafkaException
+            raise TierscopeError(f"Kafka did not create topic {name}: {exc}") from None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:  # every partition has a leader
+            meta = self.client.list_topics(name, timeout=5.0).topics.get(name)
+            if meta is not None and meta.error is None and len(meta.partitions) == spec.partitions:
+                leaders = {p: m.leader for p, m in meta.partitions.items()}
+                if all(v >= 0 for v in leaders.values()):
+                    return Topic(name, spec.partitions, leaders)
+            time.sleep(0.1)
+        raise TierscopeError(f"topic {name}'s partitions had no leader after {timeout_s:g} s")
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(Exception):
+            self.client.delete_topics([name], operation_timeout=10.0)[name].result(15.0)
+
+
+class _Tail:
+    """New fixed-size rows of a worker's record file since the last call."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.path, self.dtype, self.offset = path, dtype, 0
+        self.parts: list[np.ndarray] = []
+
+    def read(self) -> np.ndarray:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return np.empty(0, self.dtype)
+        n = (size - self.offset) // self.dtype.itemsize
+        if n <= 0:
+            return np.empty(0, self.dtype)
+        rows = np.fromfile(self.path, self.dtype, count=n, offset=self.offset)
+        self.offset += n * self.dtype.itemsize
+        self.parts.append(rows)
+        return rows
+
+    def all(self) -> np.ndarray:
+        self.read()
+        return np.concatenate(self.parts) if self.parts else np.empty(0, self.dtype)
+
+
+@dataclass
+class _Worker:
+    role: str
+    index: int
+    proc: subprocess.Popen[bytes]
+    tails: dict[str, _Tail]
+    cpu: list[tuple[float, float, float]] = field(default_factory=list)  # (t, process, main)
+    intended: np.ndarray = field(default_factory=lambda: np.empty(0))  # by seq, read so far
+
+
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds of the process and of its main thread (0, 0 once it is gone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def read(path: str) -> float:
+        try:
+            with open(path, "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            return math.nan
+
+    return read(f"/proc/{pid}/stat"), read(f"/proc/{pid}/task/{pid}/stat")
+
+
+class KafkaLoad:
+    """Offers a :class:`~tierscope.spec.kafka.KafkaWorkload` to a cluster (see the module)."""
+
+    def __init__(
+        self,
+        workload: KafkaWorkload,
+        *,
+        bootstrap: str,
+        consumer_bootstrap: str,
+        topic: TopicSpec,
+        workdir: Path,
+        spawn: Any,
+        seed: int = 1,
+        request_id_prefix: str = "",
+    ) -> None:
+        require_client()
+        self.workload, self.topic_spec = workload, topic
+        self.bootstrap, self.consumer_bootstrap = bootstrap, consumer_bootstrap
+        self.workdir, self.spawn = workdir, spawn
+        self.seed, self.prefix = seed, request_id_prefix
+
+    def new_topic(self) -> tuple[Admin, Topic]:
+        admin = Admin(self.bootstrap)
+        stem = _UNSAFE.sub("_", self.prefix.strip("/"))[:120] or "load"
+        return admin, admin.create(f"tierscope-{stem}-{uuid.uuid4().hex[:8]}", self.topic_spec)
+
+    def start(
+        self,
+        level: float,
+        ramp_up_s: float = 0.0,
+        steady_s: float = 10.0,
+        ramp_down_s: float = 0.0,
+        *,
+        setup: str = "load",
+        rep: int = 0,
+    ) -> KafkaHandle:
+        """Producers at ``level`` messages/s each (ramped), consumers reading along."""
+        if not (level > 0 and math.isfinite(level)):
+            raise InputError("level", level, "a rate in messages/s > 0")
+        if not (steady_s > 0 and math.isfinite(steady_s)):
+            raise InputError("steady_s", steady_s, "a steady window of seconds > 0")
+        admin, topic = self.new_topic()
+        out = self.workdir / f"kafka-{topic.name}"
+        out.mkdir(parents=True)
+        t0 = time.monotonic() + START_MARGIN_S
+        handle = KafkaHandle(self, admin, topic, out, level=level, setup=setup, rep=rep,
+                             times=(t0, t0 + ramp_up_s, t0 + ramp_up_s + steady_s,
+                                    t0 + ramp_up_s + steady_s + ramp_down_s))  # fmt: skip
+        handle.launch(consumers=True, producers={"ramp_up": ramp_up_s, "steady": steady_s,
+                                                 "ramp_down": ramp_down_s})  # fmt: skip
+        return handle
+
+    def start_count(self, count: int, rate: float) -> KafkaHandle:
+        """``count`` messages in all, spread over the producers at ``rate`` messages/s each,
+        with no consumer yet (:meth:`KafkaHandle.start_consumers` reads them afterwards)."""
+        if not (rate > 0 and math.isfinite(rate)):
+            raise InputError("rate", rate, "a rate in messages/s > 0")
+        producers = self.workload.producers
+        if count < producers:
+            raise InputError("messages", count, f"at least one per producer ({producers})")
+        admin, topic = self.new_topic()
+        out = self.workdir / f"kafka-{topic.name}"
+        out.mkdir(parents=True)
+        t0 = time.monotonic() + START_MARGIN_S
+        end = t0 + count / producers / rate
+        handle = KafkaHandle(self, admin, topic, out, level=rate, setup="reliability", rep=0,
+                             times=(t0, t0, end, end))  # fmt: skip
+        handle.launch(consumers=False, count=count // producers, rate=rate)
+        return handle
+
+    def worker_config(self, role: str, index: int, topic: Topic, out: Path) -> dict[str, Any]:
+        w = self.workload
+        cfg: dict[str, Any] = {"role": role, "index": index, "topic": topic.name, "out": str(out)}
+        if role == "producer":
+            cfg |= {
+                "bootstrap": self.bootstrap,
+                "conf": w.producer.librdkafka(),
+                "arrivals": w.arrivals,
+                "message_size": w.message_size,
+                "seed": self.seed * 7919 + index,
+                "poll_s": None if w.producer.poll_ms is None else w.producer.poll_ms / 1000.0,
+            }
+        else:
+            cfg |= {
+                "bootstrap": self.consumer_bootstrap,
+                "fetch_wait_ms": w.consumer.fetch_wait_ms,
+                "partitions": list(range(index, topic.partitions, max(w.consumers, 1))),
+            }
+        return cfg
+
+
+class KafkaHandle:
+    """A running Kafka load (see :class:`KafkaLoad`)."""
+
+    def __init__(
+        self,
+        load: KafkaLoad,
+        admin: Admin,
+        topic: Topic,
+        out: Path,
+        *,
+        level: float,
+        setup: str,
+        rep: int,
+        times: tuple[float, float, float, float],
+    ) -> None:
+        self.load, self.admin, self.topic, self.out = load, admin, topic, out
+        self.level, self.setup, self.rep = level, setup, rep
+        self.t0, self.steady_start, self.steady_end, self.load_end = times
+        self.producers: list[_Worker] = []
+        self.consumers: list[_Worker] = []
+        self._producers_done_at: float | None = None
+        self._last_progress = time.monotonic()
+        self._stopped_at: float | None = None
+        self._result: KafkaResult | None = None
+        self._recent: list[tuple[float, np.ndarray]] = []
+        self.counts = {"sent": 0, "completed": 0, "errors": 0, "consumed": 0}
+        self._last_snapshot_cpu = (self.t0, 0.0)
+
+    # ---- workers -----------------------------------------------------------------------
+    def launch(self, *, consumers: bool, producers: dict[str, Any] | None = None,
+               count: int | None = None, rate: float | None = None) -> None:  # fmt: skip
+        """Start the consumers (when asked) and the producers: on the level's ramped
+        schedule (``producers``: its phase lengths), or ``count`` messages at ``rate``."""
+        w = self.load.workload
+        if consumers:
+            self.start_consumers()
+        for i in range(w.producers):
+            cfg = self.load.worker_config("producer", i, self.topic, self.out)
+            if count is not None:
+                cfg |= {"rate": rate, "count": count, "ramp_up": 0.0, "steady": 0.0,
+                        "ramp_down": 0.0}  # fmt: skip
+            else:
+                cfg |= {"rate": self.level, **(producers or {})}
+            cfg["t0"] = self.t0
+            self.producers.append(self._spawn(cfg, {"sends": SEND, "reports": REPORT}))
+
+    def start_consumers(self) -> None:
+        if self._producers_done_at is not None:  # reading after the producers: wait anew
+            self._producers_done_at = self._last_progress = time.monotonic()
+        for i in range(self.load.workload.consumers):
+            cfg = self.load.worker_config("consumer", i, self.topic, self.out)
+            self.consumers.append(self._spawn(cfg, {"consumed": CONSUMED}))
+
+    def _spawn(self, cfg: dict[str, Any], files: dict[str, np.dtype]) -> _Worker:
+        from tierscope.experiment.processes import python_argv
+
+        name = f"{cfg['role']}-{cfg['index']}"
+        path = self.out / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        proc = self.load.spawn(f"kafka-{self.topic.name}-{name}",
+                               python_argv("tierscope.load.kafka_worker", str(path)))  # fmt: skip
+        tails = {k: _Tail(self.out / f"{name}.{k}", dt) for k, dt in files.items()}
+        return _Worker(cfg["role"], cfg["index"], proc, tails)
+
+    # ---- progress ----------------------------------------------------------------------
+    def _poll_records(self) -> None:
+        """Read what the workers appended since the last call into the running counts."""
+        now = time.monotonic()
+        for p in self.producers:
+            sends = p.tails["sends"].read()
+            if sends.size:
+                p.intended = np.concatenate([p.intended, sends["intended"]])
+            new = p.tails["reports"].read()
+            if new.size:
+                self.counts["completed"] += new.size
+                ok = new[new["error"] == 0]
+                self.counts["errors"] += new.size - ok.size
+                known = ok["seq"] < p.intended.size
+                lat = ok["delivered"][known] - p.intended[ok["seq"][known]]
+                self._recent.append((now, lat))
+        self.counts["sent"] = sum(p.tails["sends"].offset // SEND.itemsize for p in self.producers)
+        for c in self.consumers:
+            c.tails["consumed"].read()
+        consumed = sum(c.tails["consumed"].offset // CONSUMED.itemsize for c in self.consumers)
+        if consumed != self.counts["consumed"]:
+            self.counts["consumed"] = consumed
+            self._last_progress = now
+        self._recent = [(t, x) for t, x in self._recent if t > now - 1.0]
+
+    @property
+    def producers_done(self) -> bool:
+        return all(p.proc.poll() is not None for p in self.producers)
+
+    @property
+    def done(self) -> bool:
+        """Whether every producer has ended and the consumers caught up (then they stop)."""
+        if self._result is not None:
+            return True
+        self._sample_cpu()
+        if not self.producers_done:
+            return False
+        now = time.monotonic()
+        if self._producers_done_at is None:
+            self._producers_done_at = now
+        if not self.consumers:
+            return True
+        self._poll_records()
+        delivered = self.counts["completed"] - self.counts["errors"]
+        idle = now - max(self._last_progress, self._producers_done_at)
+        return (
+            (self.counts["consumed"] >= delivered and idle >= 0.5)
+            or idle >= CONSUME_IDLE_S
+            or now - self._producers_done_at >= CONSUME_MAX_S
+            or any(c.proc.poll() is not None for c in self.consumers)
+        )
+
+    def _sample_cpu(self) -> None:
+        now = time.monotonic()
+        for wk in [*self.producers, *self.consumers]:
+            if wk.proc.poll() is None and (not wk.cpu or now - wk.cpu[-1][0] >= SAMPLE_S):
+                wk.cpu.append((now, *_cpu_s(wk.proc.pid)))
+
+    def snapshot(self) -> LoadSnapshot:
+        now = time.monotonic()
+        self._sample_cpu()
+        self._poll_records()
+        c = self.counts
+        lat = np.concatenate([x for _, x in self._recent] or [np.empty(0)])
+        phase = ("starting" if now < self.t0 else "ramp-up" if now < self.steady_start
+                 else "steady" if now < self.steady_end else "ramp-down" if now < self.load_end
+                 else "draining")  # fmt: skip
+        cpu_now = self._cpu_total()
+        t_prev, cpu_prev = self._last_snapshot_cpu
+        self._last_snapshot_cpu = (now, cpu_now)
+        return LoadSnapshot(
+            elapsed=now - self.t0, phase="done" if self._result else phase, sent=c["sent"],
+            completed=c["completed"], errors=c["errors"], outstanding=c["sent"] - c["completed"],
+            active=sum(p.proc.poll() is None for p in self.producers), connections=0,
+            throughput=lat.size / min(1.0, max(now - self.t0, 1e-9)) if now > self.t0 else None,
+            p50=_q(lat, 50), p95=_q(lat, 95), p99=_q(lat, 99),
+            client_cpu=(cpu_now - cpu_prev) / (now - t_prev) if now > t_prev else None,
+            lag_max=0.0, late=0, not_sent=0,
+        )  # fmt: skip
+
+    def _cpu_total(self) -> float:
+        return sum(w.cpu[-1][1] for w in [*self.producers, *self.consumers]
+                   if w.cpu and not math.isnan(w.cpu[-1][1]))  # fmt: skip
+
+    # ---- end ---------------------------------------------------------------------------
+    def join(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self.done:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def wait(self) -> KafkaResult:
+        try:
+            while not self.done:
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        return self._finish()
+
+    def stop(self) -> KafkaResult:
+        """Stop now (workers write what they have) and return what was measured."""
+        if self._stopped_at is None and self._result is None:
+            self._stopped_at = time.monotonic()
+        return self._finish()
+
+    def _finish(self) -> KafkaResult:
+        if self._result is not None:
+            return self._result
+        for wk in [*self.producers, *self.consumers]:
+            if wk.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(wk.proc.pid, signal.SIGTERM)
+        for wk in [*self.producers, *self.consumers]:
+            try:
+                wk.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(wk.proc.pid, signal.SIGKILL)
+                wk.proc.wait(5.0)
+        failures = [f"{w.role} {w.index} exited with status {w.proc.returncode}"
+                    for w in [*self.producers, *self.consumers]
+                    if w.proc.returncode not in (0, -signal.SIGTERM)]  # fmt: skip
+        self._result = assemble(self, failure="; ".join(failures) or None)
+        self.admin.delete(self.topic.name)
+        return self._result
+
+
+def _q(x: np.ndarray, pct: float) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, pct)) if x.size else None
+
+
+@dataclass(frozen=True)
+class KafkaResult:
+    """What one Kafka load measured: the summary document, one row per message, and the
+    workers' CPU samples."""
+
+    summary: dict[str, Any]
+    requests: pl.DataFrame
+    client_samples: pl.DataFrame
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.summary.get("partial"))
+
+    def client_metrics(self) -> pl.DataFrame:
+        """The workers' CPU in the store's long metrics format (tier client)."""
+        return self.client_samples
+
+
+MESSAGE_SCHEMA = {
+    "seq": pl.Int64, "intended": pl.Float64, "sent": pl.Float64, "producer": pl.Int32,
+    "delivered": pl.Float64, "error": pl.Int32, "partition": pl.Int32, "offset": pl.Int64,
+    "append": pl.Float64, "consumed": pl.Float64, "copies": pl.Int64,
+}  # fmt: skip
+
+
+def messages_frame(handle: KafkaHandle) -> pl.DataFrame:
+    """One row per message sent: ids, times, delivery, partition/offset, consumption."""
+    parts = []
+    consumed = np.concatenate([c.tails["consumed"].all() for c in handle.consumers]
+                              or [np.empty(0, CONSUMED)])  # fmt: skip
+    for p in handle.producers:
+        sends, reports = p.tails["sends"].all(), p.tails["reports"].all()
+        frame = pl.DataFrame(
+            {"seq": sends["seq"], "intended": sends["intended"], "sent": sends["sent"]}
+        ).with_columns(pl.lit(p.index, pl.Int32).alias("producer"))
+        rep = pl.DataFrame(
+            {k: reports[k] for k in ("seq", "delivered", "error", "partition", "offset", "append")}
+        ).unique("seq", keep="first")
+        mine = consumed[consumed["producer"] == p.index]
+        got = (
+            pl.DataFrame({"seq": mine["seq"], "consumed": mine["consumed"]})
+            .group_by("seq")
+            .agg(pl.col("consumed").min(), pl.len().alias("copies"))
+        )
+        parts.append(frame.join(rep, on="seq", how="left").join(got, on="seq", how="left"))
+    if not parts:
+        return pl.DataFrame(schema=MESSAGE_SCHEMA)
+    out = pl.concat(parts).select(pl.col(k).cast(t) for k, t in MESSAGE_SCHEMA.items())
+    # read by nobody: 0 copies (lost); no consumer: unknown
+    copies = pl.col("copies").fill_null(0) if handle.consumers else pl.lit(None, pl.Int64)
+    return out.with_columns(copies.alias("copies"))
+
+
+def assemble(handle: KafkaHandle, *, failure: str | None) -> KafkaResult:
+    msgs = messages_frame(handle)
+    a, b = handle.steady_start, handle.steady_end
+    if handle._stopped_at is not None:
+        b = min(b, handle._stopped_at)
+    prefix = handle.load.prefix
+    errors = msgs["error"].unique().drop_nulls().to_list() if msgs.height else []
+    names = {int(c): ("ok" if c == 0 else error_name(int(c))) for c in errors}
+    status = (
+        pl.when(pl.col("delivered").is_null()).then(pl.lit("not_delivered"))
+        .otherwise(pl.col("error").replace_strict(names, return_dtype=pl.String, default="error"))
+    )  # fmt: skip
+    requests = msgs.select(
+        pl.lit(CLIENT).alias("tier"),
+        pl.concat_str(
+            pl.lit(prefix),
+            pl.col("producer").cast(pl.String),
+            pl.lit("-"),
+            pl.col("seq").cast(pl.String),
+        ).alias("request_id"),
+        pl.col("intended").alias("start"),
+        pl.col("delivered").alias("end"),
+        pl.lit(handle.setup).alias("setup"),
+        pl.lit(float(handle.level)).alias("level"),
+        pl.lit(handle.rep, pl.Int64).alias("rep"),
+        pl.lit("produce").alias("interaction"),
+        status.alias("status"),
+        pl.col("intended").alias("intended_start"),
+        pl.col("sent").alias("actual_start"),
+        pl.when(pl.col("intended") < a)
+        .then(pl.lit("ramp-up"))
+        .when(pl.col("intended") < handle.steady_end)
+        .then(pl.lit("steady"))
+        .otherwise(pl.lit("ramp-down"))
+        .alias("phase"),
+        pl.when(status != "ok").then(status).alias("error"),
+        pl.col("partition").cast(pl.Int64),
+        pl.col("offset").cast(pl.Int64),
+        pl.col("append").fill_nan(None).alias("appended"),
+        pl.col("consumed"),
+        pl.col("copies"),
+    )
+    cpu = _cpu_rows(handle)
+    summary = _summary(handle, msgs, requests, cpu, (a, b), failure)
+    return KafkaResult(summary, requests, _client_samples(handle, cpu))
+
+
+def _cpu_rows(handle: KafkaHandle) -> pl.DataFrame:
+    """Each worker's CPU (cores) and its main thread's busy share, per sampling interval."""
+    rows = []
+    for w in [*handle.producers, *handle.consumers]:
+        for (t1, c1, m1), (t2, c2, m2) in zip(w.cpu, w.cpu[1:], strict=False):
+            if t2 > t1 and not (math.isnan(c1) or math.isnan(c2)):
+                node = f"{w.role}-{w.index}"
+                rows.append((t2, node, "cpu_cores", (c2 - c1) / (t2 - t1)))
+                if w.role == "producer" and not (math.isnan(m1) or math.isnan(m2)):
+                    rows.append((t2, node, "main_thread_busy", (m2 - m1) / (t2 - t1)))
+    schema = {"t": pl.Float64, "node": pl.String, "metric": pl.String, "value": pl.Float64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _client_samples(handle: KafkaHandle, rows: pl.DataFrame) -> pl.DataFrame:
+    """The workers as one client (as the HTTP generator is): cores summed, the busiest
+    producer thread, per sampling instant (every worker is sampled at the same instants)."""
+    cores = rows.filter(pl.col("metric") == "cpu_cores").group_by("t").agg(pl.col("value").sum())
+    busy = (
+        rows.filter(pl.col("metric") == "main_thread_busy").group_by("t").agg(pl.col("value").max())
+    )
+    total = pl.concat([cores.with_columns(pl.lit("cpu_cores").alias("metric")),
+                       busy.with_columns(pl.lit("main_thread_busy").alias("metric"))])  # fmt: skip
+    return total.sort("t", "metric").select(
+        "t", pl.lit(handle.setup).alias("setup"), pl.lit(float(handle.level)).alias("level"),
+        pl.lit(handle.rep, pl.Int64).alias("rep"), pl.lit(CLIENT).alias("tier"),
+        pl.lit(NODE).alias("node"), "metric", "value",
+    )  # fmt: skip
+
+
+def _window_cpu(samples: pl.DataFrame, a: float, b: float) -> tuple[float | None, float | None]:
+    """Cores all workers used and the busiest producer main thread's share, over [a, b]."""
+    w = samples.filter((pl.col("t") > a) & (pl.col("t") <= b + SAMPLE_S))
+    if not w.height:
+        return None, None
+    cores = w.filter(pl.col("metric") == "cpu_cores").group_by("node").agg(pl.col("value").mean())
+    main = w.filter(pl.col("metric") == "main_thread_busy")
+    busiest = main.group_by("node").agg(pl.col("value").mean())["value"].max()
+    return float(cores["value"].sum()), (None if busiest is None else float(busiest))  # type: ignore[arg-type]
+
+
+def _summary(
+    handle: KafkaHandle,
+    msgs: pl.DataFrame,
+    requests: pl.DataFrame,
+    samples: pl.DataFrame,
+    window: tuple[float, float],
+    failure: str | None,
+) -> dict[str, Any]:
+    a, b = window
+    duration = max(0.0, b - a)
+    steady = requests.filter((pl.col("end") >= a) & (pl.col("end") < b))
+    ok = steady.filter(pl.col("status") == "ok")
+    lat = (ok["end"] - ok["start"]).to_numpy()
+    uncorrected = (ok["end"] - ok["actual_start"]).to_numpy()
+    sent_in = requests.filter((pl.col("start") >= a) & (pl.col("start") < b))
+    lag = (sent_in["actual_start"] - sent_in["start"]).drop_nulls().to_numpy()
+    by_status = dict(requests.group_by("status").len().iter_rows())
+    cores, busiest = _window_cpu(samples, a, b)
+    late = int((lag > LATE_S).sum())
+    # Late sends are no verdict here: a full producer queue (the brokers pushing back) makes
+    # them as surely as a slow client does; a busy producer thread is the client's own limit.
+    bottleneck, near, why = verdict(
+        busiest_thread=busiest, cores_used=cores, lag_p99=None, late=0, sent=0,
+        not_sent=0, machine_busy=None, late_threshold_s=LATE_S,
+    )  # fmt: skip
+    total = msgs.height
+    delivered = int(by_status.get("ok", 0))
+    doc: dict[str, Any] = {
+        "mode": "open",
+        "level": float(handle.level),
+        "level_unit": "messages/s per producer",
+        "setup": handle.setup,
+        "rep": handle.rep,
+        "topic": handle.topic.name,
+        "steady": {"start": a, "end": b, "duration_s": duration},
+        "throughput": ok.height / duration if duration > 0 else None,
+        "requests": total,
+        "errors": total - delivered,
+        "error_rate": (total - delivered) / total if total else None,
+        "errors_by_class": {k: v for k, v in by_status.items() if k != "ok"},
+        "latency": _quantiles(lat),
+        "latency_uncorrected": _quantiles(uncorrected),
+        "send_lag": _quantiles(lag, ("p50", "p99", "max")),
+        "late": late,
+        "late_threshold_s": LATE_S,
+        "client_cpu": cores,
+        "client_cpu_max_thread": busiest,
+        "lag": {"p50": None, "p99": None, "max": None},
+        "client_bottleneck": bottleneck,
+        "client_near_bottleneck": near,
+        "client_bottleneck_why": why,
+        "partial": handle._stopped_at is not None or failure is not None,
+    }
+    if total and "copies" in msgs.columns and handle.consumers:
+        copies = msgs["copies"]
+        doc["consumed"] = {
+            "messages": int(copies.sum()),
+            "lost": int((copies == 0).sum()),
+            "duplicated": int((copies > 1).sum()),
+        }
+    if failure is not None:
+        doc["failure"] = failure
+    return doc
+
+
+def _quantiles(x: np.ndarray, keys: tuple[str, ...] = ("mean", "p50", "p95", "p99", "max")
+               ) -> dict[str, float | None]:  # fmt: skip
+    x = x[np.isfinite(x)] if x.size else x
+    out: dict[str, float | None] = {}
+    for k in keys:
+        if not x.size:
+            out[k] = None
+        elif k == "mean":
+            out[k] = float(x.mean())
+        elif k == "max":
+            out[k] = float(x.max())
+        else:
+            out[k] = float(np.percentile(x, float(k[1:])))
+    return out
+
+
+__all__ = ["Admin", "KafkaHandle", "KafkaLoad", "KafkaResult", "require_client"]

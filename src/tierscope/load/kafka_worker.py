@@ -1,0 +1,243 @@
+"""One Kafka producer or consumer of a load run, in a process of its own
+(``python -I -m tierscope.load.kafka_worker CONFIG.json``), on librdkafka (confluent-kafka).
+
+A **producer** offers its messages on an open schedule fixed before it starts (Poisson or
+evenly spaced arrivals at the rate of the level, ramped like the HTTP load), each keyed by
+its unique id (producer index, sequence number), and records per message the intended and
+the actual send time and then the delivery report: when it came, its error, partition and
+offset, and the broker's append time (the topic keeps ``LogAppendTime``). A producer that
+falls behind its schedule sends at once and keeps the intended times, so latencies count
+the wait a slow system imposed (no coordinated omission). With ``poll_ms`` it calls
+``poll(δ)`` before every message, as the thesis's producer did.
+
+A **consumer** reads its share of the partitions from the beginning until it is told to stop
+(SIGTERM) and records each message's id, the time it was consumed, its partition and offset.
+
+Records go to binary files of fixed-size rows (the dtypes below), appended every quarter of a
+second, so that whatever happens the parent keeps what was measured up to then. Times are
+``CLOCK_MONOTONIC`` seconds, the same clock as the runner's.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SEND = np.dtype([("seq", "<i8"), ("intended", "<f8"), ("sent", "<f8")])
+REPORT = np.dtype(
+    [("seq", "<i8"), ("delivered", "<f8"), ("error", "<i4"), ("partition", "<i4"),
+     ("offset", "<i8"), ("append", "<f8")]
+)  # fmt: skip
+CONSUMED = np.dtype(
+    [("producer", "<i4"), ("seq", "<i8"), ("consumed", "<f8"), ("partition", "<i4"),
+     ("offset", "<i8")]
+)  # fmt: skip
+KEY = struct.Struct("<iq")  # producer index, sequence number
+FLUSH_EVERY_S = 0.25
+
+
+def schedule(
+    rate: float,
+    ramp_up: float,
+    steady: float,
+    ramp_down: float,
+    *,
+    arrivals: str,
+    seed: int,
+    count: int | None = None,
+) -> np.ndarray:
+    """Intended send times (seconds from the start) of one producer: the rate ramps linearly
+    from 0 over ``ramp_up``, holds for ``steady`` and falls to 0 over ``ramp_down``; or,
+    with ``count``, that many messages at the constant ``rate``."""
+    rng = np.random.default_rng(seed)
+    if count is not None:
+        marks = np.cumsum(rng.exponential(1.0, count)) if arrivals == "poisson" else (
+            np.arange(count, dtype=float))  # fmt: skip
+        return marks / rate
+    # cumulative expected messages Λ(t) on a fine grid, inverted at the arrival marks
+    total = ramp_up + steady + ramp_down
+    t = np.linspace(0.0, total, max(2, int(total * 1000) + 1))
+    lam = rate * np.minimum.reduce(
+        [np.ones_like(t), t / ramp_up if ramp_up else np.ones_like(t),
+         (total - t) / ramp_down if ramp_down else np.ones_like(t)]
+    )  # fmt: skip
+    cum = np.concatenate([[0.0], np.cumsum((lam[1:] + lam[:-1]) / 2 * np.diff(t))])
+    expected = cum[-1]
+    if arrivals == "poisson":
+        n = rng.poisson(expected)
+        marks = np.sort(rng.uniform(0.0, expected, n))  # Poisson given its count
+    else:
+        marks = np.arange(0.5, expected, 1.0)
+    return np.interp(marks, cum, t)
+
+
+class _Appender:
+    """Appends rows of a dtype to a file."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh = open(path, "ab")  # noqa: SIM115 - closed in close()
+
+    def write(self, rows: np.ndarray) -> None:
+        if rows.size:
+            rows.tofile(self.fh)
+            self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def produce(cfg: dict[str, Any]) -> None:
+    from confluent_kafka import KafkaException, Producer
+
+    out = Path(cfg["out"])
+    index, topic = int(cfg["index"]), cfg["topic"]
+    wall_minus_mono = time.time() - time.monotonic()
+    reports: list[tuple[int, float, int, int, int, float]] = []
+
+    clock, unpack, keep, nan = time.monotonic, KEY.unpack, reports.append, float("nan")
+
+    def delivered(err: Any, msg: Any) -> None:
+        now = clock()
+        kind, ms = msg.timestamp()
+        offset = msg.offset()  # -1001 (or None) when the broker does not say (acks=0)
+        keep((unpack(msg.key())[1], now, 0 if err is None else err.code(), msg.partition(),
+              -1 if offset is None else offset,
+              ms / 1000.0 - wall_minus_mono if kind == 2 else nan))  # 2: LogAppendTime  # fmt: skip
+
+    conf = {**cfg["conf"], "bootstrap.servers": cfg["bootstrap"], "on_delivery": delivered}
+    producer = Producer(conf)
+    offsets = schedule(
+        cfg["rate"], cfg["ramp_up"], cfg["steady"], cfg["ramp_down"],
+        arrivals=cfg["arrivals"], seed=cfg["seed"], count=cfg.get("count"),
+    )  # fmt: skip
+    n = len(offsets)
+    intended = offsets + float(cfg["t0"])
+    sent_at: list[float] = []
+    payload = bytes(int(cfg["message_size"]))
+    poll_s = cfg.get("poll_s")
+    sends = _Appender(out / f"producer-{index}.sends")
+    reps = _Appender(out / f"producer-{index}.reports")
+    flushed, next_flush = 0, time.monotonic() + FLUSH_EVERY_S
+    stop = _stop_flag()
+    mono, pack = time.monotonic, KEY.pack
+
+    def flush_records(upto: int) -> None:
+        nonlocal flushed
+        rows = np.empty(upto - flushed, SEND)
+        rows["seq"] = np.arange(flushed, upto)
+        rows["intended"], rows["sent"] = intended[flushed:upto], sent_at[flushed:upto]
+        sends.write(rows)
+        flushed = upto
+        taken = len(reports)
+        reps.write(np.array(reports[:taken], dtype=REPORT))
+        del reports[:taken]
+
+    k = 0
+    due_at = intended.tolist()  # plain floats: the loop below is the producer's hot path
+    produce, poll = producer.produce, producer.poll
+    while k < n and not stop.set:
+        if poll_s is not None:
+            poll(poll_s)
+        due, now = due_at[k], mono()
+        while now < due and not stop.set:  # serve delivery reports while waiting
+            poll(min(due - now, 0.05))
+            now = mono()
+            if now >= next_flush:
+                flush_records(k)
+                next_flush = now + FLUSH_EVERY_S
+        try:
+            produce(topic, payload, pack(index, k))
+        except BufferError:  # the local queue is full: the system pushes back
+            poll(0.001)
+            continue
+        except KafkaException as exc:  # a fatal client error: keep what was measured
+            print(f"producer {index}: {exc}", file=sys.stderr)
+            break
+        sent_at.append(now)  # handed to the client (what a send() call is)
+        k += 1
+        if not k & 63:
+            poll(0)
+            if now >= next_flush:
+                flush_records(k)
+                next_flush = now + FLUSH_EVERY_S
+    # every message sent gets its delivery report (at most its timeout, or until stopped)
+    deadline = mono() + float(cfg["conf"].get("message.timeout.ms", 30000)) / 1000.0 + 5.0
+    while len(producer) and mono() < deadline and not stop.set:
+        producer.poll(0.1)
+        if mono() >= next_flush:
+            flush_records(k)
+            next_flush = mono() + FLUSH_EVERY_S
+    flush_records(k)
+    sends.close()
+    reps.close()
+
+
+def consume(cfg: dict[str, Any]) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    out = Path(cfg["out"])
+    index = int(cfg["index"])
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cfg["bootstrap"],
+            "group.id": f"tierscope-{cfg['topic']}-{index}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": int(cfg["fetch_wait_ms"]),
+        }
+    )
+    consumer.assign([TopicPartition(cfg["topic"], p, OFFSET_BEGINNING) for p in cfg["partitions"]])
+    rows = _Appender(out / f"consumer-{index}.consumed")
+    stop = _stop_flag()
+    got: list[tuple[int, int, float, int, int]] = []
+    next_flush = time.monotonic() + FLUSH_EVERY_S
+    unpack, mono = KEY.unpack, time.monotonic
+    while not stop:
+        for m in consumer.consume(num_messages=1000, timeout=0.1):
+            if m.error() is None and m.key() is not None and len(m.key()) == KEY.size:
+                producer, seq = unpack(m.key())
+                got.append((producer, seq, mono(), m.partition(), m.offset()))
+        if mono() >= next_flush:
+            rows.write(np.array(got, dtype=CONSUMED))
+            got.clear()
+            next_flush = mono() + FLUSH_EVERY_S
+    rows.write(np.array(got, dtype=CONSUMED))
+    rows.close()
+    consumer.close()
+
+
+class _StopFlag:
+    def __init__(self) -> None:
+        self.set = False
+
+    def __bool__(self) -> bool:
+        return self.set
+
+
+def _stop_flag() -> _StopFlag:
+    """A flag SIGTERM sets (the worker then writes what it has and exits)."""
+    flag = _StopFlag()
+
+    def handler(signum: int, frame: Any) -> None:
+        flag.set = True
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return flag
+
+
+def main(argv: list[str]) -> int:
+    cfg = json.loads(Path(argv[0]).read_text())
+    (produce if cfg["role"] == "producer" else consume)(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
