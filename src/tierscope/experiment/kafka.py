@@ -33,6 +33,8 @@ __all__ = ["Broker", "KafkaCluster", "start_kafka"]
 
 #: The most brokers one machine here runs (each a JVM of a few hundred MB).
 MAX_BROKERS = 3
+#: Segment size of connections opened on an emulated link: an Ethernet path's (see LinkFault).
+ETHERNET_MSS = 1460
 LOG4J = """status = error
 appender.out.type = Console
 appender.out.name = OUT
@@ -102,7 +104,8 @@ class KafkaCluster:
 
     def links(self, link: str) -> list[LinkFault]:
         """The packet flows of ``link`` (producer-brokers, consumer-brokers, broker-broker),
-        both directions, without delay or loss yet (:func:`dataclasses.replace` adds them)."""
+        both directions, without delay or loss yet (:func:`dataclasses.replace` adds them);
+        connections opened while they are emulated carry Ethernet-sized segments."""
         ports = {
             "producer-brokers": lambda b: [b.port],
             "consumer-brokers": lambda b: [b.consumer_port],
@@ -111,8 +114,8 @@ class KafkaCluster:
         out = []
         for b in self.brokers:
             for port in ports(b):
-                out.append(LinkFault(None, b.host, protocol="tcp", dport=port))
-                out.append(LinkFault(b.host, None, protocol="tcp", sport=port))
+                out.append(LinkFault(None, b.host, protocol="tcp", dport=port, mss=ETHERNET_MSS))
+                out.append(LinkFault(b.host, None, protocol="tcp", sport=port, mss=ETHERNET_MSS))
         return out
 
     def tool(self, name: str, main: str, *args: str, timeout_s: float = 120.0) -> str:

@@ -53,6 +53,10 @@ class LinkFault:
     protocol: str | None = None  # tcp | udp | icmp (None: all)
     sport: int | None = None  # source port (tcp or udp)
     dport: int | None = None  # destination port
+    #: TCP segment size of connections opened while the link is emulated (their SYNs are
+    #: clamped): 1460 makes a loopback link carry Ethernet-sized segments, where loopback's
+    #: 64 KB ones would let TCP shrug off loss that an Ethernet path cannot.
+    mss: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("src", "dst"):
@@ -64,6 +68,8 @@ class LinkFault:
                     raise InputError(f"link.{name}", value, "an IPv4 address") from None
         if self.protocol not in (None, "tcp", "udp", "icmp"):
             raise InputError("link.protocol", self.protocol, "tcp, udp or icmp")
+        if self.mss is not None and (self.protocol != "tcp" or not 88 <= self.mss <= 65495):
+            raise InputError("link.mss", self.mss, "a TCP segment size 88-65495 (protocol tcp)")
         for name in ("sport", "dport"):
             port = getattr(self, name)
             if port is not None and (self.protocol not in ("tcp", "udp") or not 0 < port < 65536):
@@ -106,9 +112,17 @@ def require_emulator(field: str) -> None:
                          "(make install)")  # fmt: skip
 
 
-def _rule(link: LinkFault, queue: int, tag: str) -> list[str]:
-    return [*link.match(), "-m", "comment", "--comment", f"{COMMENT} {tag}",
-            "-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass"]  # fmt: skip
+def _rules(link: LinkFault, queue: int, tag: str) -> list[list[str]]:
+    """The link's iptables rules: its SYNs' segment size clamped (if asked), then its packets
+    to the queue."""
+    comment = ["-m", "comment", "--comment", f"{COMMENT} {tag}"]
+    out = []
+    if link.mss is not None:
+        out.append([*link.match(), "--tcp-flags", "SYN,RST", "SYN", *comment,
+                    "-j", "TCPMSS", "--set-mss", str(link.mss)])  # fmt: skip
+    out.append([*link.match(), *comment, "-j", "NFQUEUE", "--queue-num", str(queue),
+                "--queue-bypass"])  # fmt: skip
+    return out
 
 
 def remove_rules(tag: str | None = None) -> int:
@@ -162,12 +176,12 @@ class Emulator:
             raise InputError("faults (network)", str(exc), "valid delay/loss settings") from None
         try:
             for i, link in enumerate(self.links):
-                rule = _rule(link, FIRST_QUEUE + i, self.tag)
-                proc = subprocess.run([iptables, "-w", "-t", "mangle", "-A", "OUTPUT", *rule],
-                                      capture_output=True, text=True, check=False)  # fmt: skip
-                if proc.returncode != 0:
-                    raise TierscopeError(f"iptables refused a rule: {proc.stderr.strip()}")
-                self._rules.append(rule)
+                for rule in _rules(link, FIRST_QUEUE + i, self.tag):
+                    proc = subprocess.run([iptables, "-w", "-t", "mangle", "-A", "OUTPUT", *rule],
+                                          capture_output=True, text=True, check=False)  # fmt: skip
+                    if proc.returncode != 0:
+                        raise TierscopeError(f"iptables refused a rule: {proc.stderr.strip()}")
+                    self._rules.append(rule)
         except BaseException:
             self.stop()
             raise

@@ -331,7 +331,11 @@ class Runner:
 
     # ---- summary -------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        points = [o.point for o in self.outcomes]
+        # not measured (NaN in the points table) is null in the JSON document
+        points = [
+            {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in o.point.items()}
+            for o in self.outcomes
+        ]
         return {
             "run_dir": str(self.out_dir),
             "points": points,

@@ -19,7 +19,7 @@ Design decisions:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -33,7 +33,7 @@ LINKS = ("producer-brokers", "consumer-brokers", "broker-broker")
 #: packet loss probability (``loss``) and one-way delay in seconds (``delay``).
 PRODUCER_FIELDS = (
     "acks", "batch_messages", "batch_bytes", "linger_ms", "timeout_ms", "request_timeout_ms",
-    "retries", "retry_backoff_ms", "idempotence", "poll_ms", "buffer_kb",
+    "socket_timeout_ms", "retries", "retry_backoff_ms", "idempotence", "poll_ms", "buffer_kb",
 )  # fmt: skip
 GRID_KEYS = (*PRODUCER_FIELDS, "message_size", "loss", "delay")
 
@@ -70,7 +70,11 @@ class ProducerSettings(BaseModel):
     linger_ms: NonNegFloat = Field(5.0, description="linger.ms (queue.buffering.max.ms)")
     timeout_ms: PositiveInt = Field(30_000, description="message.timeout.ms")
     request_timeout_ms: PositiveInt | None = Field(
-        None, description="request.timeout.ms (default: 30 s, at most timeout_ms)"
+        None, description="request.timeout.ms: the broker's wait for acks (default 30 s, at "
+        "most timeout_ms)"
+    )
+    socket_timeout_ms: Annotated[int, Field(ge=10)] | None = Field(
+        None, description="socket.timeout.ms: the client's wait for a response (default 60 s)"
     )
     retries: NonNegInt = Field(2_147_483_647, description="message.send.max.retries")
     retry_backoff_ms: NonNegInt = Field(100, description="retry.backoff.ms")
@@ -104,6 +108,8 @@ class ProducerSettings(BaseModel):
             conf["batch.size"] = self.batch_bytes
         if self.buffer_kb is not None:
             conf["queue.buffering.max.kbytes"] = self.buffer_kb
+        if self.socket_timeout_ms is not None:
+            conf["socket.timeout.ms"] = self.socket_timeout_ms
         # a request times out no later than its messages (librdkafka's default is 30 s)
         request = min(self.request_timeout_ms or 30_000, self.timeout_ms)
         if request != 30_000:
