@@ -26,6 +26,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +34,29 @@ from tierscope.errors import InputError, TierscopeError
 
 __all__ = ["Emulator", "LinkFault", "remove_rules", "require_emulator"]
 
-#: Netfilter queue numbers tierscope uses (one per emulated link).
+#: Netfilter queue numbers tierscope uses (one per emulated link; emulators that run at once,
+#: such as two network faults overlapping in a level, take different ones).
 FIRST_QUEUE = 4200
+QUEUES = 1024
 MAX_LINKS = 64
+_taken: set[int] = set()
+_taken_lock = threading.Lock()
+
+
+def _take_queues(n: int) -> list[int]:
+    with _taken_lock:
+        free = [q for q in range(FIRST_QUEUE, FIRST_QUEUE + QUEUES) if q not in _taken][:n]
+        if len(free) < n:
+            raise TierscopeError(f"more than {QUEUES} emulated links at once")
+        _taken.update(free)
+        return free
+
+
+def _give_back(queues: list[int]) -> None:
+    with _taken_lock:
+        _taken.difference_update(queues)
+
+
 COMMENT = "tierscope-netem"
 
 
@@ -154,15 +175,19 @@ class Emulator:
     stats: list[dict[str, Any]] = field(default_factory=list)
     _engine: Any = None
     _rules: list[list[str]] = field(default_factory=list)
+    _queues: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.links) <= MAX_LINKS:
             raise InputError("links", len(self.links), f"1 to {MAX_LINKS} emulated links")
 
-    def config(self) -> dict[str, Any]:
+    def config(self, queues: list[int] | None = None) -> dict[str, Any]:
+        """The native engine's configuration (``queues``: one per link; default from
+        FIRST_QUEUE on)."""
+        queues = queues or list(range(FIRST_QUEUE, FIRST_QUEUE + len(self.links)))
         links = []
-        for i, link in enumerate(self.links):
-            q, seed = FIRST_QUEUE + i, self.seed * 1000 + i
+        for i, (link, q) in enumerate(zip(self.links, queues, strict=True)):
+            seed = self.seed * 1000 + i
             links.append({"queue": q, "delay": link.delay, "loss": link.loss, "seed": seed})
         return {"links": links}
 
@@ -170,13 +195,20 @@ class Emulator:
         from tierscope import _native
 
         iptables = _iptables()
+        self._queues = _take_queues(len(self.links))
         try:
-            self._engine = _native.Netem(json.dumps(self.config()))
-        except ValueError as exc:
-            raise InputError("faults (network)", str(exc), "valid delay/loss settings") from None
+            self._engine = _native.Netem(json.dumps(self.config(self._queues)))
+        except BaseException as exc:
+            _give_back(self._queues)
+            self._queues = []
+            if isinstance(exc, ValueError):
+                raise InputError(
+                    "faults (network)", str(exc), "valid delay/loss settings"
+                ) from None
+            raise
         try:
-            for i, link in enumerate(self.links):
-                for rule in _rules(link, FIRST_QUEUE + i, self.tag):
+            for link, queue in zip(self.links, self._queues, strict=True):
+                for rule in _rules(link, queue, self.tag):
                     proc = subprocess.run([iptables, "-w", "-t", "mangle", "-A", "OUTPUT", *rule],
                                           capture_output=True, text=True, check=False)  # fmt: skip
                     if proc.returncode != 0:
@@ -197,6 +229,8 @@ class Emulator:
         self._rules.clear()
         if self._engine is not None:
             self._engine.stop()
+            _give_back(self._queues)
+            self._queues = []
             self.stats = [
                 s | {"mean_delay": s["delay_sum"] / max(s["packets"] - s["lost"], 1)}
                 for s in self._engine.stats()
