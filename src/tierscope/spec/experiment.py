@@ -422,6 +422,9 @@ class SystemSpec(BaseModel):
         return self
 
     def _kafka_shape(self) -> SystemSpec:
+        given = sorted({"topology", "tiers", "entry"} & self.model_fields_set)
+        if given:
+            raise _FieldError(given[0], "kind kafka has brokers (system.brokers), not tiers")
         brokers, topic = self.brokers or 1, self.kafka_topic
         if topic.replication > brokers:
             raise _FieldError(
