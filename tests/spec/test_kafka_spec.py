@@ -87,6 +87,7 @@ def test_contract_example_parses_with_its_meaning() -> None:
             "system.components.broker.calls",
             "cpu, cpuset and memory",
         ),
+        (("system", "topology"), "1/1/1", "system.topology", "not tiers"),
     ],
 )
 def test_bad_fields_are_named(path: tuple[Any, ...], value: Any, field: str | None,
