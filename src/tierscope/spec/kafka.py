@@ -70,8 +70,9 @@ class ProducerSettings(BaseModel):
     linger_ms: NonNegFloat = Field(5.0, description="linger.ms (queue.buffering.max.ms)")
     timeout_ms: PositiveInt = Field(30_000, description="message.timeout.ms")
     request_timeout_ms: PositiveInt | None = Field(
-        None, description="request.timeout.ms: the broker's wait for acks (default 30 s, at "
-        "most timeout_ms)"
+        None,
+        description="request.timeout.ms: the broker's wait for acks (default 30 s, at "
+        "most timeout_ms)",
     )
     socket_timeout_ms: Annotated[int, Field(ge=10)] | None = Field(
         None, description="socket.timeout.ms: the client's wait for a response (default 60 s)"
