@@ -198,3 +198,15 @@ def test_read_csv_errors(tmp_path: Path, text: str, field: str, where: str) -> N
     assert info.value.field == field
     assert info.value.source == f"{path}{where}"
     assert str(info.value).startswith(f"{path}{where}: field '{field}'")
+
+
+def test_a_throughput_falling_from_the_start_peaks_at_one() -> None:
+    """An open sweep's concurrency N = X R can start below 1 and the throughput fall from the
+    first point: the fit reaches σ = 1, where sqrt((1 − σ)/κ) = 0 made the peak 0/0 (a kafka
+    sweep's analysis crashed on it). The peak over N >= 1 is then at 1."""
+    n = np.array([0.3, 0.8, 1.5, 3.0, 6.0])
+    x = usl_throughput(n, 1.0, 0.2, 100.0)
+    fit = fit_usl(n, x)
+    assert fit.n_peak >= 1.0 and math.isfinite(fit.x_peak)
+    assert fit.x_peak == pytest.approx(float(usl_throughput(fit.n_peak, fit.sigma, fit.kappa,
+                                                             fit.lambda_)))  # fmt: skip

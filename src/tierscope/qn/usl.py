@@ -219,7 +219,9 @@ def fit_usl(
 
     amdahl = lam / sigma if sigma > 0 else math.inf
     if kappa > 0:
-        n_peak = math.sqrt((1.0 - sigma) / kappa)
+        # the peak over n >= 1: at sqrt((1 - σ)/κ), or at 1 when that is below 1 (σ near 1,
+        # where the formula gives 0 and the throughput there is 0/0)
+        n_peak = max(1.0, math.sqrt(max(0.0, 1.0 - sigma) / kappa))
         x_peak = float(usl_throughput(n_peak, sigma, kappa, lam))
         candidates = {max(1, math.floor(n_peak)), max(1, math.ceil(n_peak))}
         n_peak_int = max(
