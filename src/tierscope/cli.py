@@ -46,6 +46,10 @@ err = Console(stderr=True, highlight=False)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 SeedOpt = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the random streams.")]
 ModelFileArg = Annotated[Path, typer.Argument(metavar="MODEL.yaml", help="Model file (YAML).")]
+OverridesOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", metavar="PATH=VALUE", help="Override a spec field (repeatable)."),
+]
 RunDirArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")]
 MeasuredRunArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Measured run folder.")]
 
@@ -225,10 +229,7 @@ def kafka_reliability(
     messages: Annotated[
         int | None, typer.Option(min=1, help="Messages per configuration (default 10,000).")
     ] = None,
-    overrides: Annotated[
-        list[str] | None,
-        typer.Option("--set", metavar="PATH=VALUE", help="Override a spec field (repeatable)."),
-    ] = None,
+    overrides: OverridesOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Count lost and duplicated messages for every configuration of sweep.grid on real
@@ -281,10 +282,7 @@ def run(
         Path | None,
         typer.Option("--out", help="Run folder to create (default: runs/NAME-TIMESTAMP)."),
     ] = None,
-    overrides: Annotated[
-        list[str] | None,
-        typer.Option("--set", metavar="PATH=VALUE", help="Override a spec field (repeatable)."),
-    ] = None,
+    overrides: OverridesOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Deploy a system, sweep the load, monitor every tier at 50 ms, write the run folder."""

@@ -179,3 +179,14 @@ def test_a_rows_network_condition_is_the_grids_else_the_specs() -> None:
     assert abs(loss - 0.0645) < 1e-4  # the thesis trace's stage 0: 6.45 %
     d["faults"] = []
     assert reliability.producer_condition(parse_experiment(d), {}) == (0.0, 0.0)
+
+
+def test_a_merged_workload_is_checked_by_field() -> None:
+    """What the kafka target's driver validates (the spec's workload over its base)."""
+    from tierscope.spec.kafka import parse_kafka_workload
+
+    with pytest.raises(SpecError) as err:
+        parse_kafka_workload({"producer": {"acks": 5}, "consumers": -1}, "spec.yaml: workload")
+    fields = [f for f, _ in err.value.errors]
+    assert "producer.acks" in fields and "consumers" in fields
+    assert "spec.yaml" in str(err.value)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tierscope.errors import SpecError
 from tierscope.spec._types import NonNegFloat, NonNegInt, PositiveInt, Probability
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -234,8 +235,16 @@ def grid_problem(key: str, values: Any) -> str | None:
     return None
 
 
-def parse_kafka_workload(doc: dict[str, Any]) -> KafkaWorkload:
-    return KafkaWorkload.model_validate(doc)
+def parse_kafka_workload(doc: dict[str, Any], source: str = "<workload>") -> KafkaWorkload:
+    """``doc`` as a kafka workload; SpecError naming ``source`` and each bad field."""
+    try:
+        return KafkaWorkload.model_validate(doc)
+    except ValidationError as exc:
+        problems = [
+            (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
+            for e in exc.errors()
+        ]
+        raise SpecError(source, problems) from None
 
 
 __all__ = [

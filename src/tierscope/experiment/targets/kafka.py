@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from tierscope.errors import InputError, SpecError, TierscopeError
+from tierscope.errors import InputError, TierscopeError
 from tierscope.experiment.artifacts import ARTIFACTS, fetch, java
 from tierscope.experiment.cgroups import Hierarchy
 from tierscope.experiment.jolokia import JolokiaPoller
@@ -26,7 +24,7 @@ from tierscope.experiment.processes import Supervisor
 from tierscope.experiment.targets import Deployment, Node, register
 from tierscope.experiment.targets.embedded import quota_free
 from tierscope.spec.experiment import SystemSpec
-from tierscope.spec.kafka import KafkaWorkload, TopicSpec
+from tierscope.spec.kafka import KafkaWorkload, TopicSpec, parse_kafka_workload
 
 
 def kafka_parts_missing() -> InputError | None:
@@ -60,14 +58,7 @@ class KafkaDriver:
     supervisor: Supervisor
 
     def workload(self, doc: dict[str, Any], source: str) -> KafkaWorkload:
-        try:
-            return KafkaWorkload.model_validate(doc)
-        except ValidationError as exc:
-            problems = [
-                (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
-                for e in exc.errors()
-            ]
-            raise SpecError(source, problems) from None
+        return parse_kafka_workload(doc, source)
 
     def generator(self, workload: Any, *, seed: int, request_id_prefix: str) -> Any:
         from tierscope.load.kafka import KafkaLoad
