@@ -35,7 +35,9 @@ model_app = typer.Typer(
 app.add_typer(model_app, name="model")
 fit_app = typer.Typer(help="Fit distributions to measured times.", no_args_is_help=True)
 app.add_typer(fit_app, name="fit")
-kafka_app = typer.Typer(help="Kafka: reliability of producer settings.", no_args_is_help=True)
+kafka_app = typer.Typer(
+    help="Kafka: reliability of producer settings, and their control.", no_args_is_help=True
+)
 app.add_typer(kafka_app, name="kafka")
 import_app = typer.Typer(help="Import your own measurements as a run folder.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
@@ -239,6 +241,33 @@ def kafka_reliability(
     with _progress_bars(as_json):
         doc = workflows.kafka_reliability(spec_file, overrides or [], messages=messages)
     _emit(doc, as_json, terminal.reliability)
+
+
+@kafka_app.command("adapt")
+def kafka_adapt(
+    spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="A kafka spec.")],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help="static | dynamic | reactive; repeat to compare (default: the spec's)"),
+    ] = None,
+    rows: Annotated[
+        Path | None,
+        typer.Option(help="Reliability rows (kafka reliability --json) the predictor learns"),
+    ] = None,
+    method: Annotated[str, typer.Option(help="gbm | mlp: the predictor")] = "gbm",
+    seed: SeedOpt = 1,
+    overrides: OverridesOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Play the spec's network faults as a staged trace while the live producer is
+    reconfigured (Algorithm 1, reactive batching) or not (static); measure each policy."""
+    from tierscope.report import terminal
+
+    chosen = [p.strip() for text in policy or [] for p in text.split(",") if p.strip()]
+    with _progress_bars(as_json):
+        doc = workflows.kafka_adapt(spec_file, overrides or [], policies=chosen, rows_file=rows,
+                                    method=method, seed=seed)  # fmt: skip
+    _emit(doc, as_json, terminal.adapt)
 
 
 @kafka_app.command("learn")

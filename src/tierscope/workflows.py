@@ -227,6 +227,31 @@ def kafka_reliability(
     return measure(spec, messages=messages or DEFAULT_MESSAGES, source=str(spec_file))
 
 
+def kafka_adapt(
+    spec_file: PathLike,
+    overrides: Sequence[str] = (),
+    *,
+    policies: Sequence[str] = (),
+    rows_file: PathLike | None = None,
+    method: str = "gbm",
+    seed: int = 1,
+) -> dict[str, Any]:
+    """The spec's producer played over its staged network trace under each policy (default:
+    ``control.policy``), reconfigured live (:mod:`tierscope.experiment.adapt`); the dynamic and
+    reactive policies predict with a model fitted to ``rows_file`` (reliability rows)."""
+    from tierscope.domains.kafka_reliability import fit_reliability, read_rows
+    from tierscope.experiment.adapt import check, run_policies
+    from tierscope.spec.experiment import load_experiment
+
+    spec, _ = load_experiment(spec_file, list(overrides))
+    chosen = list(policies) or [(spec.control.policy if spec.control else "dynamic")]
+    check(spec, chosen, source=str(spec_file))
+    model = None
+    if rows_file is not None:
+        model = fit_reliability(read_rows(rows_file), method=method, seed=seed)
+    return run_policies(spec, chosen, model, source=str(spec_file))
+
+
 def kafka_learn(
     rows_file: PathLike, *, method: str = "gbm", folds: int = 5, seed: int = 1
 ) -> dict[str, Any]:

@@ -123,3 +123,21 @@ def test_kafka_learn_reads_the_reliability_document_and_csv(
     (tmp_path / "bad.json").write_text('{"rows": 3}')
     assert main(["kafka", "learn", str(tmp_path / "bad.json")]) == 2
     assert "rows" in capsys.readouterr().err
+
+
+def test_kpi_terms_are_learned_when_the_rows_have_them(rows: pl.DataFrame) -> None:
+    """Rows from `kafka reliability` also carry the KPI's relative payload and service ratio:
+    the predictor learns them too (rows without them, above, learn only the rates)."""
+    with_terms = rows.with_columns(
+        (200 * pl.col("batch_messages") / (200 * pl.col("batch_messages") + 130)).alias(
+            "relative_payload"
+        ),
+        (1 - pl.col("loss_rate")).alias("service_ratio"),
+    )
+    cv = cross_validate(with_terms, folds=4)
+    assert cv["relative_payload_mae"] < 0.2 * cv["relative_payload_baseline"], cv
+    assert cv["service_ratio_mae"] < 0.5 * cv["service_ratio_baseline"], cv
+    model = fit_reliability(with_terms)
+    assert set(model.targets) == {"loss_rate", "duplicate_rate", "relative_payload",
+                                  "service_ratio"}  # fmt: skip
+    assert "relative_payload_mae" not in cross_validate(rows, folds=4)

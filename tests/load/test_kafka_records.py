@@ -11,8 +11,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tierscope.load.kafka import KafkaHandle, Topic, _Tail, _Worker, assemble
-from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND
+from tierscope.load.kafka import (
+    KafkaHandle,
+    Topic,
+    _Tail,
+    _Worker,
+    assemble,
+    wire_counters,
+    wire_totals,
+)
+from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, SWITCH
 
 pytest.importorskip("confluent_kafka", reason="pip install 'tierscope[kafka]'")
 
@@ -65,3 +73,36 @@ def test_statuses_copies_and_counts(tmp_path: Path) -> None:
     assert s["requests"] == 10 and s["errors"] == 2
     assert s["errors_by_class"] == {"msg_timed_out": 1, "not_delivered": 1}
     assert s["consumed"] == {"messages": 9, "lost": 2, "duplicated": 1}
+
+
+def test_live_switches_and_wire_counters(tmp_path: Path) -> None:
+    """Messages carry the configuration that sent them (switch records by sequence number);
+    librdkafka's counters restart with each configuration's producer, so totals add the last
+    report of every (producer, version) up to the time asked."""
+    t0 = 50.0
+    _rows(SEND, [(i, t0 + i, t0 + i) for i in range(10)]).tofile(tmp_path / "producer-0.sends")
+    _rows(REPORT, [(i, t0 + i + 0.01, 0, 0, i, t0 + i) for i in range(10)]).tofile(
+        tmp_path / "producer-0.reports"
+    )
+    _rows(SWITCH, [(1, 4, t0 + 3.9), (2, 7, t0 + 6.9)]).tofile(tmp_path / "producer-0.switches")
+    stats = [(t0 + 1, 0, 2, 300, 2, 200), (t0 + 3, 0, 4, 600, 4, 400),
+             (t0 + 5, 1, 1, 150, 2, 200), (t0 + 6, 0, 5, 700, 4, 400),
+             (t0 + 8, 2, 3, 500, 3, 300)]  # fmt: skip
+    _rows(STATS, stats).tofile(tmp_path / "producer-0.stats")
+    load = SimpleNamespace(prefix="")
+    handle = KafkaHandle(load, None, Topic("t", 1, {0: 1}), tmp_path, level=1.0, setup="s",
+                         rep=0, times=(t0, t0, t0 + 10, t0 + 10))  # fmt: skip
+    files = {"sends": SEND, "reports": REPORT, "stats": STATS, "switches": SWITCH}
+    handle.producers = [_Worker("producer", 0, _Ended(), {
+        k: _Tail(tmp_path / f"producer-0.{k}", dt) for k, dt in files.items()})]  # fmt: skip
+    req = assemble(handle, failure=None).requests.sort("start")
+    assert req["config"].to_list() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    counters = wire_counters(handle)
+    total = {"tx": 5 + 1 + 3, "tx_bytes": 700 + 150 + 500, "txmsgs": 4 + 2 + 3,
+             "txmsg_bytes": 400 + 200 + 300}  # fmt: skip
+    assert wire_totals(counters) == total
+    early = {"tx": 4 + 1, "tx_bytes": 600 + 150, "txmsgs": 4 + 2, "txmsg_bytes": 400 + 200}
+    assert wire_totals(counters, t0 + 5.5) == early
+    assert wire_totals(counters, t0) == dict.fromkeys(
+        ("tx", "tx_bytes", "txmsgs", "txmsg_bytes"), 0
+    )

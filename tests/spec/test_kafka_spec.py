@@ -158,7 +158,9 @@ def test_missing_java_or_maven_exits_2_saying_what_to_install(
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name", ["kafka.yaml", "kafka-reliability.yaml", "kafka-plus-one.yaml"])
+@pytest.mark.parametrize(
+    "name", ["kafka.yaml", "kafka-reliability.yaml", "kafka-plus-one.yaml", "kafka-adapt.yaml"]
+)
 def test_the_examples_are_valid_specs(name: str) -> None:
     from tierscope.spec.experiment import load_experiment
 

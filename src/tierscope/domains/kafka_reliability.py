@@ -36,6 +36,7 @@ from tierscope.errors import InputError
 
 __all__ = [
     "FEATURES",
+    "KPI_TARGETS",
     "ReliabilityModel",
     "aggregate_rates",
     "cross_validate",
@@ -50,6 +51,9 @@ FEATURES = ("message_size", "timeliness_ms", "delay_ms", "loss", "acks", "batch_
 #: the producer's settings: what a configuration is (network conditions are not)
 SETTINGS = ("acks", "batch_messages", "timeout_ms", "poll_ms", "message_size")
 TARGETS = ("loss_rate", "duplicate_rate")
+#: what else a row may say and the predictor then learns too: the KPI's relative payload φ and
+#: normalised service rate μ, the late share η_v and the acknowledged-but-lost share η_l
+KPI_TARGETS = ("relative_payload", "service_ratio", "late_rate", "acked_lost_rate")
 METHODS = ("gbm", "mlp")
 
 
@@ -106,10 +110,14 @@ class ReliabilityModel:
     models: dict[str, Any] = field(default_factory=dict)
     constants: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(t for t in (*TARGETS, *KPI_TARGETS) if t in self.models or t in self.constants)
+
     def predict(self, rows: pl.DataFrame) -> dict[str, np.ndarray]:
         x = _matrix(rows, self.features)
         out = {}
-        for target in TARGETS:
+        for target in self.targets:
             if target in self.models:
                 out[target] = np.clip(self.models[target].predict(x), 0.0, 1.0)
             else:  # a rate that never varied in the data
@@ -149,6 +157,12 @@ def read_rows(path: str | os.PathLike[str]) -> pl.DataFrame:
     return frame.drop_nulls([t for t in TARGETS if t in frame.columns])  # nothing sent
 
 
+def _targets(rows: pl.DataFrame) -> tuple[str, ...]:
+    """The rates to learn: loss and duplication, and the KPI's terms every row has."""
+    extra = [t for t in KPI_TARGETS if t in rows.columns and rows[t].null_count() == 0]
+    return (*TARGETS, *extra)
+
+
 def _check(rows: pl.DataFrame) -> tuple[str, ...]:
     missing = [c for c in (*TARGETS, "loss", "delay_ms", "acks") if c not in rows.columns]
     if missing:
@@ -166,7 +180,7 @@ def fit_reliability(
     features = _check(rows)
     model = ReliabilityModel(method, features)
     x = _matrix(rows, features)
-    for target in TARGETS:
+    for target in _targets(rows):
         y = rows[target].cast(pl.Float64).to_numpy()
         if np.ptp(y) == 0:
             model.constants[target] = float(y[0])
@@ -194,12 +208,13 @@ def cross_validate(
     if n_groups < 2:
         raise InputError("rows", n_groups, "two or more producer configurations")
     k = min(folds, n_groups)
-    errors: dict[str, list[float]] = {f"{t}_{w}": [] for t in TARGETS for w in ("mae", "baseline")}
+    targets = _targets(rows)
+    errors: dict[str, list[float]] = {f"{t}_{w}": [] for t in targets for w in ("mae", "baseline")}
     x = np.arange(rows.height)
     for train, test in GroupKFold(n_splits=k).split(x, groups=groups):
         tr, te = rows[train.tolist()], rows[test.tolist()]
         got = fit_reliability(tr, method, seed, layers).predict(te)
-        for target in TARGETS:
+        for target in targets:
             y = te[target].cast(pl.Float64).to_numpy()
             base = float(tr[target].cast(pl.Float64).mean())  # type: ignore[arg-type]
             errors[f"{target}_mae"].extend(np.abs(got[target] - y).tolist())

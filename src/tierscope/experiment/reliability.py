@@ -19,7 +19,13 @@ and one-way ``delay`` in seconds) on one running cluster:
 The thesis rebuilt the cluster for every test; a fresh topic per configuration keeps the
 configurations apart at a fraction of the cost (a broker restart costs 5–10 s here). Rows also
 say how many messages the producer was told had failed (``reported_failed``) and how many it
-was told had succeeded but were never read (``acked_lost``: loss the producer never saw).
+was told had succeeded but were never read (``acked_lost``: loss the producer never saw), and
+the terms of Wu's KPI and timely throughput that ``kafka adapt`` predicts from them: the
+relative payload φ (messages transmitted times their size over the bytes librdkafka sent to
+the brokers, from its own counters), the normalised service
+rate μ (messages acknowledged ok over messages sent), the late share η_v (acknowledged ok later
+than ``timeliness_ms`` after the intended send, over those acknowledged ok; ``control.
+deadline_ms``, default 1 s) and the acknowledged-but-lost share η_l.
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ from pydantic import ValidationError
 
 from tierscope.errors import InputError
 from tierscope.experiment.netem import Emulator, LinkFault
+from tierscope.load.kafka import wire_counters, wire_totals
 from tierscope.progress import step
-from tierscope.spec.experiment import ExperimentSpec
-from tierscope.spec.kafka import PRODUCER_FIELDS, KafkaWorkload
+from tierscope.spec.experiment import ExperimentSpec, FaultSpec
+from tierscope.spec.kafka import PRODUCER_FIELDS, ControlSpec, KafkaWorkload
 
 #: Messages per configuration by default (the thesis sent 10^6; CI-sized runs send fewer).
 DEFAULT_MESSAGES = 10_000
@@ -125,36 +132,43 @@ def measure_on(dep: Any, run_id: str, spec: ExperimentSpec, *, messages: int) ->
     configs = list(configurations(spec))
     rate = spec.sweep.level_values[0]
     rows: list[dict[str, Any]] = []
+    deadline = (spec.control or ControlSpec()).deadline_ms / 1000.0
     stage = f"measuring {len(configs)} configuration(s) of {messages:,} messages"
     for i, config in enumerate(configs):
         step(stage, i, len(configs))
         flows = _flows(spec, config, dep.links) if dep.links is not None else []
         workload = configured_workload(spec, config)
         condition = producer_condition(spec, config)
-        rows.append(_one(dep, workload, flows, messages, rate, run_id, condition, seed=i + 1))
+        rows.append(_one(dep, workload, flows, messages, rate, run_id, condition, deadline,
+                         seed=i + 1))  # fmt: skip
     step(stage, len(configs), len(configs))
     return {"messages": messages, "rate": rate, "cluster": dep.facts, "rows": rows}
 
 
 def producer_condition(spec: ExperimentSpec, config: dict[str, Any]) -> tuple[float, float]:
     """(mean one-way delay in seconds, packet loss probability) of the producer link in one
-    configuration: the grid's, else the spec's network fault on that link (a Gilbert–Elliott
-    loss by its stationary rate), else none."""
+    configuration: the grid's, else the spec's network fault on that link, else none."""
     if "loss" in config or "delay" in config:
         return float(config.get("delay", 0) or 0), float(config.get("loss", 0) or 0)
     for f in spec.faults:
         if f.kind == "network" and f.link == "producer-brokers":
-            delay = f.delay.mean if f.delay else 0.0
-            loss = 0.0
-            if f.loss is not None and f.loss.model == "bernoulli":
-                loss = f.loss.p
-            elif f.loss is not None:  # stationary loss of the two-state chain
-                p, r = f.loss.p, f.loss.r or 0.0
-                bad, good = f.loss.bad_loss if f.loss.bad_loss is not None else 1.0, (
-                    f.loss.good_loss or 0.0)  # fmt: skip
-                loss = (p * bad + r * good) / (p + r) if p + r > 0 else good
-            return delay, loss
+            return fault_condition(f)
     return 0.0, 0.0
+
+
+def fault_condition(fault: FaultSpec) -> tuple[float, float]:
+    """(mean one-way delay in seconds, packet loss probability) a network fault gives its
+    link; a Gilbert–Elliott loss by its stationary rate."""
+    delay = fault.delay.mean if fault.delay else 0.0
+    loss = fault.loss
+    if loss is None:
+        return delay, 0.0
+    if loss.model == "bernoulli":
+        return delay, loss.p
+    p, r = loss.p, loss.r or 0.0
+    bad = loss.bad_loss if loss.bad_loss is not None else 1.0
+    good = loss.good_loss or 0.0
+    return delay, (p * bad + r * good) / (p + r) if p + r > 0 else good
 
 
 def _one(
@@ -165,6 +179,7 @@ def _one(
     rate: float,
     tag: str,
     condition: tuple[float, float],
+    deadline: float,
     *,
     seed: int,
 ) -> dict[str, Any]:
@@ -195,6 +210,9 @@ def _one(
     duplicated = int((copies > 1).sum())
     ok = req["status"] == "ok"
     latency = (req.filter(ok)["end"] - req.filter(ok)["start"]).to_numpy()
+    n_ok = int(ok.sum())
+    acked_lost = int((ok & (copies == 0)).sum())
+    wire = wire_totals(wire_counters(handle))
     p = workload.producer
     delay, loss = condition
     row: dict[str, Any] = {
@@ -217,7 +235,15 @@ def _one(
         "loss_rate": (sent - distinct) / sent if sent else None,
         "duplicate_rate": duplicated / sent if sent else None,
         "reported_failed": int((~ok).sum()),
-        "acked_lost": int((ok & (copies == 0)).sum()),
+        "acked_lost": acked_lost,
+        "timeliness_ms": deadline * 1000.0,
+        "relative_payload": (
+            wire["txmsgs"] * workload.message_size / wire["tx_bytes"] if wire["tx_bytes"] else None
+        ),
+        "service_ratio": n_ok / sent if sent else None,
+        "late_rate": float((latency > deadline).mean()) if latency.size else None,
+        "acked_lost_rate": acked_lost / n_ok if n_ok else None,
+        "requests_sent": wire["tx"],
         "errors": result.summary.get("errors_by_class", {}),
         "latency_p50_s": float(np.median(latency)) if latency.size else None,
         "packets": sum(s["packets"] for s in stats),

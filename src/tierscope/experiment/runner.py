@@ -604,6 +604,7 @@ REQUEST_EXTRAS: dict[str, pl.DataType] = {
     "appended": pl.Float64(),
     "consumed": pl.Float64(),
     "copies": pl.Int64(),
+    "config": pl.Int64(),  # the producer configuration that sent it (0, then each live switch)
 }
 #: Times of a client record besides start and end (monotonic seconds until stored).
 TIMES = ("intended_start", "actual_start", "appended", "consumed")

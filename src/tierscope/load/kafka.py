@@ -40,7 +40,7 @@ from tierscope.errors import InputError, TierscopeError
 from tierscope.load._frames import CLIENT, NODE
 from tierscope.load._summary import verdict
 from tierscope.load.generator import LoadSnapshot
-from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND
+from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, SWITCH
 from tierscope.spec.kafka import KafkaWorkload, TopicSpec
 
 #: Before the first intended send: the workers import librdkafka and connect meanwhile.
@@ -204,8 +204,11 @@ class KafkaLoad:
         *,
         setup: str = "load",
         rep: int = 0,
+        control: Path | None = None,
     ) -> KafkaHandle:
-        """Producers at ``level`` messages/s each (ramped), consumers reading along."""
+        """Producers at ``level`` messages/s each (ramped), consumers reading along; with
+        ``control``, a file the producers read new settings from while they run (written by
+        :func:`write_control`)."""
         if not (level > 0 and math.isfinite(level)):
             raise InputError("level", level, "a rate in messages/s > 0")
         if not (steady_s > 0 and math.isfinite(steady_s)):
@@ -217,8 +220,8 @@ class KafkaLoad:
         handle = KafkaHandle(self, admin, topic, out, level=level, setup=setup, rep=rep,
                              times=(t0, t0 + ramp_up_s, t0 + ramp_up_s + steady_s,
                                     t0 + ramp_up_s + steady_s + ramp_down_s))  # fmt: skip
-        handle.launch(consumers=True, producers={"ramp_up": ramp_up_s, "steady": steady_s,
-                                                 "ramp_down": ramp_down_s})  # fmt: skip
+        phases = {"ramp_up": ramp_up_s, "steady": steady_s, "ramp_down": ramp_down_s}
+        handle.launch(consumers=True, producers=phases, control=control)
         return handle
 
     def start_count(self, count: int, rate: float) -> KafkaHandle:
@@ -290,7 +293,8 @@ class KafkaHandle:
 
     # ---- workers -----------------------------------------------------------------------
     def launch(self, *, consumers: bool, producers: dict[str, Any] | None = None,
-               count: int | None = None, rate: float | None = None) -> None:  # fmt: skip
+               count: int | None = None, rate: float | None = None,
+               control: Path | None = None) -> None:  # fmt: skip
         """Start the consumers (when asked) and the producers: on the level's ramped
         schedule (``producers``: its phase lengths), or ``count`` messages at ``rate``."""
         w = self.load.workload
@@ -304,7 +308,10 @@ class KafkaHandle:
             else:
                 cfg |= {"rate": self.level, **(producers or {})}
             cfg["t0"] = self.t0
-            self.producers.append(self._spawn(cfg, {"sends": SEND, "reports": REPORT}))
+            if control is not None:
+                cfg["control"] = str(control)
+            files = {"sends": SEND, "reports": REPORT, "stats": STATS, "switches": SWITCH}
+            self.producers.append(self._spawn(cfg, files))
 
     def start_consumers(self) -> None:
         if self._producers_done_at is not None:  # reading after the producers: wait anew
@@ -480,8 +487,19 @@ class KafkaResult:
 MESSAGE_SCHEMA = {
     "seq": pl.Int64, "intended": pl.Float64, "sent": pl.Float64, "producer": pl.Int32,
     "delivered": pl.Float64, "error": pl.Int32, "partition": pl.Int32, "offset": pl.Int64,
-    "append": pl.Float64, "consumed": pl.Float64, "copies": pl.Int64,
+    "append": pl.Float64, "consumed": pl.Float64, "copies": pl.Int64, "config": pl.Int32,
 }  # fmt: skip
+
+
+def _config_of(worker: _Worker, seq: np.ndarray) -> np.ndarray:
+    """The configuration version each message of ``seq`` was sent with (0: the first)."""
+    tail = worker.tails.get("switches")
+    switches = tail.all() if tail is not None else np.empty(0, SWITCH)
+    if not switches.size:
+        return np.zeros(seq.size, dtype=np.int32)
+    switches = np.sort(switches, order="seq")
+    versions = np.concatenate([[0], switches["version"]]).astype(np.int32)
+    return versions[np.searchsorted(switches["seq"], seq, side="right")]
 
 
 def messages_frame(handle: KafkaHandle) -> pl.DataFrame:
@@ -492,8 +510,9 @@ def messages_frame(handle: KafkaHandle) -> pl.DataFrame:
     for p in handle.producers:
         sends, reports = p.tails["sends"].all(), p.tails["reports"].all()
         frame = pl.DataFrame(
-            {"seq": sends["seq"], "intended": sends["intended"], "sent": sends["sent"]}
-        ).with_columns(pl.lit(p.index, pl.Int32).alias("producer"))
+            {"seq": sends["seq"], "intended": sends["intended"], "sent": sends["sent"],
+             "config": _config_of(p, sends["seq"])}
+        ).with_columns(pl.lit(p.index, pl.Int32).alias("producer"))  # fmt: skip
         rep = pl.DataFrame(
             {k: reports[k] for k in ("seq", "delivered", "error", "partition", "offset", "append")}
         ).unique("seq", keep="first")
@@ -510,6 +529,46 @@ def messages_frame(handle: KafkaHandle) -> pl.DataFrame:
     # read by nobody: 0 copies (lost); no consumer: unknown
     copies = pl.col("copies").fill_null(0) if handle.consumers else pl.lit(None, pl.Int64)
     return out.with_columns(copies.alias("copies"))
+
+
+def wire_counters(handle: KafkaHandle) -> pl.DataFrame:
+    """librdkafka's counters of every producer, one row per producer, configuration version
+    and report (each second): ``t``, ``producer``, ``version`` and the cumulative ``tx``
+    (requests), ``tx_bytes``, ``txmsgs`` and ``txmsg_bytes`` of that version's producer."""
+    parts = []
+    for p in handle.producers:
+        tail = p.tails.get("stats")
+        rows = tail.all() if tail is not None else np.empty(0, STATS)
+        frame = pl.DataFrame({k: rows[k] for k in STATS.names})
+        parts.append(frame.with_columns(pl.lit(p.index, pl.Int32).alias("producer")))
+    if not parts:
+        return pl.DataFrame(schema={"t": pl.Float64, "producer": pl.Int32, "version": pl.Int32,
+                                    "tx": pl.Int64, "tx_bytes": pl.Int64, "txmsgs": pl.Int64,
+                                    "txmsg_bytes": pl.Int64})  # fmt: skip
+    return pl.concat(parts).sort("producer", "version", "t")
+
+
+def wire_totals(counters: pl.DataFrame, until: float | None = None) -> dict[str, int]:
+    """The counters summed over producers and versions, as they stood at ``until`` (default:
+    their last report): requests, bytes and messages sent, and the messages' bytes."""
+    keys = ("tx", "tx_bytes", "txmsgs", "txmsg_bytes")
+    if until is not None:
+        counters = counters.filter(pl.col("t") <= until)
+    if not counters.height:
+        return dict.fromkeys(keys, 0)
+    last = counters.group_by("producer", "version").agg(pl.col(k).last() for k in keys)
+    return {k: int(last[k].sum()) for k in keys}
+
+
+def write_control(path: Path, version: int, workload: KafkaWorkload) -> None:
+    """Tell the producers reading ``path`` to switch to ``workload``'s producer settings
+    (configuration ``version``, greater than the last one written); atomic."""
+    p = workload.producer
+    doc = {"version": version, "conf": p.librdkafka(),
+           "poll_s": None if p.poll_ms is None else p.poll_ms / 1000.0}  # fmt: skip
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
 
 
 def assemble(handle: KafkaHandle, *, failure: str | None) -> KafkaResult:
@@ -553,6 +612,7 @@ def assemble(handle: KafkaHandle, *, failure: str | None) -> KafkaResult:
         pl.col("append").fill_nan(None).alias("appended"),
         pl.col("consumed"),
         pl.col("copies"),
+        pl.col("config").cast(pl.Int64),
     )
     cpu = _cpu_rows(handle)
     summary = _summary(handle, msgs, requests, cpu, (a, b), failure)
@@ -681,4 +741,7 @@ def _quantiles(x: np.ndarray, keys: tuple[str, ...] = ("mean", "p50", "p95", "p9
     return out
 
 
-__all__ = ["Admin", "KafkaHandle", "KafkaLoad", "KafkaResult", "require_client"]
+__all__ = [
+    "Admin", "KafkaHandle", "KafkaLoad", "KafkaResult", "require_client", "wire_counters",
+    "wire_totals", "write_control",
+]  # fmt: skip

@@ -10,6 +10,15 @@ falls behind its schedule sends at once and keeps the intended times, so latenci
 the wait a slow system imposed (no coordinated omission). With ``poll_ms`` it calls
 ``poll(δ)`` before every message, as the thesis's producer did.
 
+A producer given a **control file** (``control`` in its configuration) is reconfigured while it
+runs: whenever the file holds a newer ``version``, a new librdkafka producer with the file's
+``conf`` takes over the schedule (librdkafka cannot change a live producer's settings) and the
+old one drains in the background until every message it holds has its delivery report; the
+poll interval ``poll_s`` changes at once. The switch (version, first sequence number, time) is
+recorded. Every second the producer also records librdkafka's own counters (requests, bytes
+and messages sent; statistics.interval.ms), from which the bytes on the wire per payload byte
+come.
+
 A **consumer** reads its share of the partitions from the beginning until it is told to stop
 (SIGTERM) and records each message's id, the time it was consumed, its partition and offset.
 
@@ -39,8 +48,17 @@ CONSUMED = np.dtype(
     [("producer", "<i4"), ("seq", "<i8"), ("consumed", "<f8"), ("partition", "<i4"),
      ("offset", "<i8")]
 )  # fmt: skip
+#: librdkafka's counters (statistics callback): requests, bytes, messages and message bytes
+#: sent since the producer of that configuration ``version`` started
+STATS = np.dtype(
+    [("t", "<f8"), ("version", "<i4"), ("tx", "<i8"), ("tx_bytes", "<i8"), ("txmsgs", "<i8"),
+     ("txmsg_bytes", "<i8")]
+)  # fmt: skip
+#: a live reconfiguration: from message ``seq`` on, configuration ``version`` sends
+SWITCH = np.dtype([("version", "<i4"), ("seq", "<i8"), ("t", "<f8")])
 KEY = struct.Struct("<iq")  # producer index, sequence number
 FLUSH_EVERY_S = 0.25
+STATS_MS = 1000
 
 
 def schedule(
@@ -93,6 +111,34 @@ class _Appender:
         self.fh.close()
 
 
+class _Control:
+    """The control file of a reconfigurable producer: the newest document it holds."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = None if path is None else Path(path)
+        self.version, self._seen = 0, (0, -1)
+
+    def newer(self) -> dict[str, Any] | None:
+        """The file's document when it holds a version newer than the last one returned."""
+        if self.path is None:
+            return None
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        if (st.st_mtime_ns, st.st_size) == self._seen:
+            return None
+        self._seen = (st.st_mtime_ns, st.st_size)
+        try:
+            doc = json.loads(self.path.read_text())
+        except (OSError, ValueError):  # replaced meanwhile: read again on the next change
+            return None
+        if not isinstance(doc, dict) or int(doc.get("version", 0)) <= self.version:
+            return None
+        self.version = int(doc["version"])
+        return doc
+
+
 def produce(cfg: dict[str, Any]) -> None:
     from confluent_kafka import KafkaException, Producer
 
@@ -100,6 +146,8 @@ def produce(cfg: dict[str, Any]) -> None:
     index, topic = int(cfg["index"]), cfg["topic"]
     wall_minus_mono = time.time() - time.monotonic()
     reports: list[tuple[int, float, int, int, int, float]] = []
+    stats: list[tuple[float, int, int, int, int, int]] = []
+    switches: list[tuple[int, int, float]] = []
 
     clock, unpack, keep, nan = time.monotonic, KEY.unpack, reports.append, float("nan")
 
@@ -111,8 +159,19 @@ def produce(cfg: dict[str, Any]) -> None:
               -1 if offset is None else offset,
               ms / 1000.0 - wall_minus_mono if kind == 2 else nan))  # 2: LogAppendTime  # fmt: skip
 
-    conf = {**cfg["conf"], "bootstrap.servers": cfg["bootstrap"], "on_delivery": delivered}
-    producer = Producer(conf)
+    def new_producer(conf: dict[str, Any], version: int) -> Any:
+        def counters(text: str) -> None:
+            d = json.loads(text)
+            stats.append((clock(), version, d.get("tx", 0), d.get("tx_bytes", 0),
+                          d.get("txmsgs", 0), d.get("txmsg_bytes", 0)))  # fmt: skip
+
+        return Producer({**conf, "bootstrap.servers": cfg["bootstrap"], "on_delivery": delivered,
+                         "statistics.interval.ms": STATS_MS, "stats_cb": counters})  # fmt: skip
+
+    producer = new_producer(cfg["conf"], 0)
+    timeout_s = float(cfg["conf"].get("message.timeout.ms", 30000)) / 1000.0  # the longest seen
+    draining: list[Any] = []  # producers of earlier configurations with messages in flight
+    control = _Control(cfg.get("control"))
     offsets = schedule(
         cfg["rate"], cfg["ramp_up"], cfg["steady"], cfg["ramp_down"],
         arrivals=cfg["arrivals"], seed=cfg["seed"], count=cfg.get("count"),
@@ -124,6 +183,8 @@ def produce(cfg: dict[str, Any]) -> None:
     poll_s = cfg.get("poll_s")
     sends = _Appender(out / f"producer-{index}.sends")
     reps = _Appender(out / f"producer-{index}.reports")
+    counts = _Appender(out / f"producer-{index}.stats")
+    switch_log = _Appender(out / f"producer-{index}.switches")
     flushed, next_flush = 0, time.monotonic() + FLUSH_EVERY_S
     stop = _stop_flag()
     mono, pack = time.monotonic, KEY.pack
@@ -135,9 +196,35 @@ def produce(cfg: dict[str, Any]) -> None:
         rows["intended"], rows["sent"] = intended[flushed:upto], sent_at[flushed:upto]
         sends.write(rows)
         flushed = upto
-        taken = len(reports)
-        reps.write(np.array(reports[:taken], dtype=REPORT))
-        del reports[:taken]
+        for log, dtype, items in ((reps, REPORT, reports), (counts, STATS, stats),
+                                  (switch_log, SWITCH, switches)):  # fmt: skip
+            taken = len(items)
+            log.write(np.array(items[:taken], dtype=dtype))
+            del items[:taken]
+
+    def serve_drained() -> None:
+        for old in list(draining):
+            old.poll(0)
+            if not len(old):
+                old.flush(0)
+                draining.remove(old)
+
+    def tick(k: int, now: float) -> None:
+        """Every quarter second: records out, reconfiguration in."""
+        nonlocal producer, produce, poll, poll_s, next_flush, timeout_s
+        flush_records(k)
+        next_flush = now + FLUSH_EVERY_S
+        doc = control.newer()
+        if doc is None:
+            return
+        if "poll_s" in doc:
+            poll_s = doc["poll_s"]
+        if doc.get("conf") is not None:
+            draining.append(producer)
+            producer = new_producer(doc["conf"], control.version)
+            timeout_s = max(timeout_s, float(doc["conf"].get("message.timeout.ms", 30000)) / 1000)
+            produce, poll = producer.produce, producer.poll
+        switches.append((control.version, k, now))
 
     k = 0
     due_at = intended.tolist()  # plain floats: the loop below is the producer's hot path
@@ -147,11 +234,12 @@ def produce(cfg: dict[str, Any]) -> None:
             poll(poll_s)
         due, now = due_at[k], mono()
         while now < due and not stop.set:  # serve delivery reports while waiting
-            poll(min(due - now, 0.05))
+            poll(min(due - now, 0.005 if draining else 0.05))
+            if draining:
+                serve_drained()
             now = mono()
             if now >= next_flush:
-                flush_records(k)
-                next_flush = now + FLUSH_EVERY_S
+                tick(k, now)
         try:
             produce(topic, payload, pack(index, k))
         except BufferError:  # the local queue is full: the system pushes back
@@ -164,19 +252,28 @@ def produce(cfg: dict[str, Any]) -> None:
         k += 1
         if not k & 63:
             poll(0)
+            if draining:
+                serve_drained()
             if now >= next_flush:
-                flush_records(k)
-                next_flush = now + FLUSH_EVERY_S
+                tick(k, now)
     # every message sent gets its delivery report (at most its timeout, or until stopped)
-    deadline = mono() + float(cfg["conf"].get("message.timeout.ms", 30000)) / 1000.0 + 5.0
-    while len(producer) and mono() < deadline and not stop.set:
-        producer.poll(0.1)
+    deadline = mono() + timeout_s + 5.0
+    while (len(producer) or draining) and mono() < deadline and not stop.set:
+        producer.poll(0.02 if draining else 0.1)
+        serve_drained()
         if mono() >= next_flush:
             flush_records(k)
             next_flush = mono() + FLUSH_EVERY_S
+    last = mono()  # the counters once more, with every message in them
+    while (
+        not stop.set
+        and mono() < last + 1.5 * STATS_MS / 1000
+        and not (stats and stats[-1][0] > last)
+    ):
+        producer.poll(0.05)
     flush_records(k)
-    sends.close()
-    reps.close()
+    for log in (sends, reps, counts, switch_log):
+        log.close()
 
 
 def consume(cfg: dict[str, Any]) -> None:

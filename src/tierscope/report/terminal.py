@@ -492,6 +492,30 @@ class LoadProgress:
             self._live.stop()
 
 
+def adapt(doc: dict[str, Any]) -> Table:
+    """``kafka adapt``: one row per policy over the trace (the JSON has every window)."""
+    t = Table(
+        title=f"Producer control over a {doc['duration_s']:g} s trace at {doc['rate']:g} msg/s, "
+        f"γ target {doc['target']:g}, deadline {doc['deadline_ms']:g} ms",
+        title_justify="left",
+    )
+    heads = ("policy", "at target", "γ mean", "lost %", "dup %", "timely/s", "switches")
+    for h in heads:
+        t.add_column(h, justify="right" if h != "policy" else "left")
+
+    def pct(x: float | None, scale: float = 100.0) -> str:
+        return "-" if x is None else f"{scale * x:.3g}"
+
+    for r in doc["runs"]:
+        s = r["summary"]
+        t.add_row(
+            r["policy"], pct(s["time_at_target"]), pct(s["gamma_mean"], 1.0),
+            pct(s["loss_rate"]), pct(s["duplicate_rate"]), f"{s['timely_throughput']:,.0f}",
+            str(r["reconfigurations"]),
+        )  # fmt: skip
+    return t
+
+
 def reliability(doc: dict[str, Any]) -> Table:
     """``kafka reliability``: one row per configuration (the JSON has every field)."""
     t = Table(

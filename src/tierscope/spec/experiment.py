@@ -40,6 +40,7 @@ from tierscope.spec.graph import (
     cycle,
 )
 from tierscope.spec.kafka import (
+    ControlSpec,
     DelaySpec,
     KafkaWorkload,
     LossSpec,
@@ -646,6 +647,9 @@ class ExperimentSpec(BaseModel):
     phases: PhasesSpec = Field(default_factory=PhasesSpec)  # type: ignore[arg-type]
     monitor: MonitorSpec = Field(default_factory=MonitorSpec)  # type: ignore[arg-type]
     faults: list[FaultSpec] = Field(default_factory=list)
+    control: ControlSpec | None = Field(
+        None, description="kafka adapt: how the live producer is reconfigured"
+    )
 
     @field_validator("name")
     @classmethod
@@ -657,6 +661,8 @@ class ExperimentSpec(BaseModel):
         if self.system.kind != "kafka":
             if self.sweep.grid is not None:
                 raise _FieldError("sweep.grid", "the reliability grid belongs to kind kafka")
+            if self.control is not None:
+                raise _FieldError("control", "the producer's control belongs to kind kafka")
             return self
         try:
             workload = self.kafka_workload

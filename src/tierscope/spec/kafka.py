@@ -12,6 +12,10 @@ Design decisions:
   makes before every message (its loop was ``poll(δ); produce(...)``). It serves delivery
   reports, and it also slows a producer that has nothing to wait for; without it the producer
   polls only while it waits for the next message of its schedule.
+* ``control`` says how ``tierscope kafka adapt`` changes the producer's settings while the
+  network faults play as a staged trace: ``static`` (never), ``dynamic`` (Wu's Algorithm 1 on
+  the KPI γ) or ``reactive`` (the batch size of the highest timely throughput), deciding every
+  ``interval`` seconds among ``candidates``.
 * A network fault names a **link** (``producer-brokers``, ``consumer-brokers``,
   ``broker-broker``) and applies to it in both directions, as the thesis's netem did on every
   container; delay and loss use netem's distributions (:mod:`tierscope.experiment.netem`).
@@ -24,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tierscope.errors import SpecError
-from tierscope.spec._types import NonNegFloat, NonNegInt, PositiveInt, Probability
+from tierscope.spec._types import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Probability
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -205,6 +209,70 @@ class LossSpec(BaseModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+#: What the controller may change, in Algorithm 1's order, and the values it steps through by
+#: default (acks by guarantee, the others ascending).
+CONTROL_DEFAULTS: dict[str, list[Any]] = {
+    "acks": [0, 1, "all"],
+    "batch_messages": [1, 2, 5, 10, 20, 50],
+    "timeout_ms": [500, 1000, 2000, 5000, 30000],
+    "poll_ms": [0, 1, 5, 10, 50],
+}
+
+
+class ControlSpec(BaseModel):
+    """How ``tierscope kafka adapt`` reconfigures the live producer (see the module)."""
+
+    model_config = _STRICT
+
+    policy: Literal["static", "dynamic", "reactive"] = "dynamic"
+    interval: Annotated[float, Field(ge=1, le=3600, allow_inf_nan=False)] = Field(
+        60.0, description="seconds between decisions (the thesis: 60)"
+    )
+    target: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        0.9, description="dynamic: the KPI γ wanted (γ is between 0 and 1 here)"
+    )
+    weights: tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat] = Field(
+        (0.3, 0.3, 0.3, 0.1),
+        description="γ = w1 φ + w2 μ + w3 (1 - P_l) + w4 (1 - P_d) (the thesis's default)",
+    )
+    deadline_ms: PositiveFloat = Field(
+        1000.0, description="ζ: a message acknowledged later than this is late"
+    )
+    candidates: dict[str, list[Any]] = Field(
+        default_factory=lambda: dict(CONTROL_DEFAULTS),
+        description="the values each setting may take (acks, batch_messages, timeout_ms, poll_ms)",
+    )
+
+    @field_validator("weights")
+    @classmethod
+    def _sum(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if abs(sum(v) - 1.0) > 1e-6:
+            raise ValueError(f"expected four weights summing to 1, got {sum(v):g}")
+        return v
+
+    @field_validator("candidates")
+    @classmethod
+    def _candidates(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        for key, values in v.items():
+            if key not in CONTROL_DEFAULTS:
+                raise ValueError(f"{key[:80]!r} is not a setting the controller changes "
+                                 f"({', '.join(CONTROL_DEFAULTS)})")  # fmt: skip
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"{key}: expected a non-empty list of values")
+            try:  # each value must be a valid setting
+                checked = [getattr(ProducerSettings(**{key: x}), key) for x in values]
+            except ValidationError as exc:
+                why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+                raise ValueError(f"{key}: {why}") from None
+            if key == "acks":
+                checked = sorted(set(checked), key=lambda a: 2 if a == "all" else int(a))
+            else:
+                checked = sorted(set(checked))
+            out[key] = checked
+        return out
+
+
 class NetworkFault(BaseModel):
     """The part of a fault of kind ``network`` that says what happens to the link's packets."""
 
@@ -248,9 +316,11 @@ def parse_kafka_workload(doc: dict[str, Any], source: str = "<workload>") -> Kaf
 
 
 __all__ = [
+    "CONTROL_DEFAULTS",
     "GRID_KEYS",
     "LINKS",
     "ConsumerSettings",
+    "ControlSpec",
     "DelaySpec",
     "KafkaWorkload",
     "LossSpec",
