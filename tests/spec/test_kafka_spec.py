@@ -159,7 +159,14 @@ def test_missing_java_or_maven_exits_2_saying_what_to_install(
 
 
 @pytest.mark.parametrize(
-    "name", ["kafka.yaml", "kafka-reliability.yaml", "kafka-plus-one.yaml", "kafka-adapt.yaml"]
+    "name",
+    [
+        "kafka.yaml",
+        "kafka-reliability.yaml",
+        "kafka-plus-one.yaml",
+        "kafka-adapt.yaml",
+        "kafka-throughput.yaml",
+    ],
 )
 def test_the_examples_are_valid_specs(name: str) -> None:
     from tierscope.spec.experiment import load_experiment

@@ -32,7 +32,9 @@ __all__ = [
     "KAFKA_BATCH_HEADER",
     "ProducerThroughput",
     "SendInterval",
+    "ThroughputModel",
     "fit_send_interval",
+    "fit_throughput",
     "gilbert_elliott",
     "kpi",
     "packet_latency",
@@ -106,6 +108,55 @@ def producer_throughput(
     sent = float(r @ s_r)
     payload = message_bytes * msgs
     return ProducerThroughput(s_r, r, msgs, sent, payload, payload / sent)
+
+
+@dataclass(frozen=True)
+class ThroughputModel:
+    """Eq. 4.1 calibrated on measurements: the packet (request) bytes S_r = h_p + P (h_b + S_m B)
+    of full batches of B messages on P leader partitions, and the send interval line f_p."""
+
+    packet_header: float  # h_p
+    batch_header: float  # h_b
+    message_bytes: float  # S_m, a message with its record framing
+    send_interval: SendInterval
+
+    def predict(self, batch_messages: int, leaders: Sequence[int]) -> ProducerThroughput:
+        return producer_throughput(
+            self.message_bytes, batch_messages, leaders, self.send_interval,
+            batch_header=self.batch_header, packet_header=self.packet_header,
+        )  # fmt: skip
+
+    def to_dict(self) -> dict[str, float]:
+        return {"packet_header": self.packet_header, "batch_header": self.batch_header,
+                "message_bytes": self.message_bytes,
+                "send_interval_intercept_s": self.send_interval.intercept,
+                "send_interval_slope_s_per_byte": self.send_interval.slope,
+                "send_interval_r2": self.send_interval.r2}  # fmt: skip
+
+
+def fit_throughput(
+    batch_messages: Sequence[float],
+    partitions: Sequence[float],
+    packet_bytes: Sequence[float],
+    send_interval_s: Sequence[float],
+) -> ThroughputModel:
+    """The packet-size terms by least squares on measured mean request sizes (columns 1, P,
+    B·P), and f_p on measured (request size, send interval) pairs. With one partition count
+    the batch header cannot be told from the packet header: it is folded into the latter."""
+    b = np.asarray(batch_messages, dtype=float)
+    p = np.asarray(partitions, dtype=float)
+    s = np.asarray(packet_bytes, dtype=float)
+    if not (b.size == p.size == s.size == len(send_interval_s)) or b.size < 2:
+        raise InputError("rows", b.size, "two or more measured configurations, each complete")
+    if np.ptp(b * p) == 0:
+        raise InputError("batch_messages", b.tolist(), "two or more messages-per-request values")
+    if np.ptp(p) > 0 and b.size >= 3:
+        coef = np.linalg.lstsq(np.column_stack([np.ones_like(p), p, b * p]), s, rcond=None)[0]
+        h_p, h_b, s_m = (float(c) for c in coef)
+    else:
+        h_p, s_m = (float(c) for c in np.polyfit(b * p, s, 1)[::-1])
+        h_b = 0.0
+    return ThroughputModel(h_p, h_b, s_m, fit_send_interval(s, send_interval_s))
 
 
 def storage_growth(

@@ -122,6 +122,8 @@ def check(spec: ExperimentSpec, *, messages: int, source: str) -> None:
                 raise InputError(f"sweep.grid.{key}", v, "a number >= 0", source=source)
             if key == "loss" and v > 1:
                 raise InputError("sweep.grid.loss", v, "a probability 0..1", source=source)
+            if key == "partitions" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InputError("sweep.grid.partitions", v, "a whole number >= 1", source=source)
     for config in configurations(spec):
         configured_workload(spec, config)
 
@@ -137,10 +139,9 @@ def measure_on(dep: Any, run_id: str, spec: ExperimentSpec, *, messages: int) ->
     for i, config in enumerate(configs):
         step(stage, i, len(configs))
         flows = _flows(spec, config, dep.links) if dep.links is not None else []
-        workload = configured_workload(spec, config)
+        load = configured_load(dep, spec, config, seed=i + 1, prefix=f"config-{i + 1}/")
         condition = producer_condition(spec, config)
-        rows.append(_one(dep, workload, flows, messages, rate, run_id, condition, deadline,
-                         seed=i + 1))  # fmt: skip
+        rows.append(_one(load, flows, messages, rate, run_id, condition, deadline, seed=i + 1))
     step(stage, len(configs), len(configs))
     return {"messages": messages, "rate": rate, "cluster": dep.facts, "rows": rows}
 
@@ -171,9 +172,23 @@ def fault_condition(fault: FaultSpec) -> tuple[float, float]:
     return delay, (p * bad + r * good) / (p + r) if p + r > 0 else good
 
 
+def configured_load(
+    dep: Any, spec: ExperimentSpec, config: dict[str, Any], *, seed: int, prefix: str
+) -> Any:
+    """The deployment's load driver for one configuration: its workload, and its topic's
+    partitions when the configuration sets them."""
+    load = dep.driver.generator(configured_workload(spec, config), seed=seed,
+                                request_id_prefix=prefix)  # fmt: skip
+    if "partitions" in config:
+        parts = config["partitions"]
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+            raise InputError("sweep.grid.partitions", parts, "a whole number >= 1")
+        load.topic_spec = load.topic_spec.model_copy(update={"partitions": parts})
+    return load
+
+
 def _one(
-    dep: Any,
-    workload: KafkaWorkload,
+    load: Any,
     flows: list[LinkFault],
     messages: int,
     rate: float,
@@ -183,7 +198,7 @@ def _one(
     *,
     seed: int,
 ) -> dict[str, Any]:
-    load = dep.driver.generator(workload, seed=seed, request_id_prefix=f"config-{seed}/")
+    workload = load.workload
     emulator = Emulator(flows, tag=tag, seed=seed) if flows else None
     stats: list[dict[str, Any]] = []
     if emulator is not None:
@@ -226,6 +241,7 @@ def _one(
         "idempotence": p.idempotence,
         "poll_ms": p.poll_ms,
         "message_size": workload.message_size,
+        "partitions": load.topic_spec.partitions,
         "sent": sent,
         "received": read,
         "distinct": distinct,

@@ -40,7 +40,7 @@ from tierscope.errors import InputError, TierscopeError
 from tierscope.load._frames import CLIENT, NODE
 from tierscope.load._summary import verdict
 from tierscope.load.generator import LoadSnapshot
-from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, SWITCH
+from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, STATS_MS, SWITCH
 from tierscope.spec.kafka import KafkaWorkload, TopicSpec
 
 #: Before the first intended send: the workers import librdkafka and connect meanwhile.
@@ -189,6 +189,7 @@ class KafkaLoad:
         self.bootstrap, self.consumer_bootstrap = bootstrap, consumer_bootstrap
         self.workdir, self.spawn = workdir, spawn
         self.seed, self.prefix = seed, request_id_prefix
+        self.stats_ms = STATS_MS  # how often the producers report librdkafka's counters
 
     def new_topic(self) -> tuple[Admin, Topic]:
         admin = Admin(self.bootstrap)
@@ -253,6 +254,7 @@ class KafkaLoad:
                 "message_size": w.message_size,
                 "seed": self.seed * 7919 + index,
                 "poll_s": None if w.producer.poll_ms is None else w.producer.poll_ms / 1000.0,
+                "stats_ms": self.stats_ms,
             }
         else:
             cfg |= {
@@ -660,6 +662,25 @@ def _window_cpu(samples: pl.DataFrame, a: float, b: float) -> tuple[float | None
     return float(cores["value"].sum()), (None if busiest is None else float(busiest))  # type: ignore[arg-type]
 
 
+def _client_verdict(cpu: pl.DataFrame, a: float, b: float) -> dict[str, Any]:
+    """Whether the client was the bottleneck over [a, b], from the workers' CPU rows."""
+    cores, busiest = _window_cpu(cpu, a, b)
+    # Late sends are no verdict here: a full producer queue (the brokers pushing back) makes
+    # them as surely as a slow client does; a busy producer thread is the client's own limit.
+    bottleneck, near, why = verdict(
+        busiest_thread=busiest, cores_used=cores, lag_p99=None, late=0, sent=0,
+        not_sent=0, machine_busy=None, late_threshold_s=LATE_S,
+    )  # fmt: skip
+    return {"client_cpu": cores, "client_cpu_max_thread": busiest, "client_bottleneck": bottleneck,
+            "client_near_bottleneck": near, "client_bottleneck_why": why}  # fmt: skip
+
+
+def client_verdict(handle: KafkaHandle, a: float, b: float) -> dict[str, Any]:
+    """The client verdict over [a, b] (monotonic seconds) of an ended load: the cores the
+    workers used, the busiest producer thread, and whether the client was the bottleneck."""
+    return _client_verdict(_cpu_rows(handle), a, b)
+
+
 def _summary(
     handle: KafkaHandle,
     msgs: pl.DataFrame,
@@ -677,14 +698,7 @@ def _summary(
     sent_in = requests.filter((pl.col("start") >= a) & (pl.col("start") < b))
     lag = (sent_in["actual_start"] - sent_in["start"]).drop_nulls().to_numpy()
     by_status = dict(requests.group_by("status").len().iter_rows())
-    cores, busiest = _window_cpu(samples, a, b)
     late = int((lag > LATE_S).sum())
-    # Late sends are no verdict here: a full producer queue (the brokers pushing back) makes
-    # them as surely as a slow client does; a busy producer thread is the client's own limit.
-    bottleneck, near, why = verdict(
-        busiest_thread=busiest, cores_used=cores, lag_p99=None, late=0, sent=0,
-        not_sent=0, machine_busy=None, late_threshold_s=LATE_S,
-    )  # fmt: skip
     total = msgs.height
     delivered = int(by_status.get("ok", 0))
     doc: dict[str, Any] = {
@@ -705,12 +719,8 @@ def _summary(
         "send_lag": _quantiles(lag, ("p50", "p99", "max")),
         "late": late,
         "late_threshold_s": LATE_S,
-        "client_cpu": cores,
-        "client_cpu_max_thread": busiest,
         "lag": {"p50": None, "p99": None, "max": None},
-        "client_bottleneck": bottleneck,
-        "client_near_bottleneck": near,
-        "client_bottleneck_why": why,
+        **_client_verdict(samples, a, b),
         "partial": handle._stopped_at is not None or failure is not None,
     }
     if total and "copies" in msgs.columns and handle.consumers:
@@ -742,6 +752,7 @@ def _quantiles(x: np.ndarray, keys: tuple[str, ...] = ("mean", "p50", "p95", "p9
 
 
 __all__ = [
-    "Admin", "KafkaHandle", "KafkaLoad", "KafkaResult", "require_client", "wire_counters",
+    "Admin", "KafkaHandle", "KafkaLoad", "KafkaResult", "client_verdict", "require_client",
+    "wire_counters",
     "wire_totals", "write_control",
 ]  # fmt: skip

@@ -166,7 +166,9 @@ def produce(cfg: dict[str, Any]) -> None:
                           d.get("txmsgs", 0), d.get("txmsg_bytes", 0)))  # fmt: skip
 
         return Producer({**conf, "bootstrap.servers": cfg["bootstrap"], "on_delivery": delivered,
-                         "statistics.interval.ms": STATS_MS, "stats_cb": counters})  # fmt: skip
+                         "statistics.interval.ms": stats_ms, "stats_cb": counters})  # fmt: skip
+
+    stats_ms = int(cfg.get("stats_ms", STATS_MS))
 
     producer = new_producer(cfg["conf"], 0)
     timeout_s = float(cfg["conf"].get("message.timeout.ms", 30000)) / 1000.0  # the longest seen
@@ -267,7 +269,7 @@ def produce(cfg: dict[str, Any]) -> None:
     last = mono()  # the counters once more, with every message in them
     while (
         not stop.set
-        and mono() < last + 1.5 * STATS_MS / 1000
+        and mono() < last + 1.5 * stats_ms / 1000
         and not (stats and stats[-1][0] > last)
     ):
         producer.poll(0.05)

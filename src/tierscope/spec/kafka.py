@@ -34,13 +34,14 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 #: The links a network fault may name.
 LINKS = ("producer-brokers", "consumer-brokers", "broker-broker")
-#: What ``sweep.grid`` may vary: producer settings, the message size, and the producer link's
-#: packet loss probability (``loss``) and one-way delay in seconds (``delay``).
+#: What ``sweep.grid`` may vary: producer settings, the message size, the topic's partitions,
+#: and the producer link's packet loss probability (``loss``) and one-way delay in seconds
+#: (``delay``).
 PRODUCER_FIELDS = (
     "acks", "batch_messages", "batch_bytes", "linger_ms", "timeout_ms", "request_timeout_ms",
     "socket_timeout_ms", "retries", "retry_backoff_ms", "idempotence", "poll_ms", "buffer_kb",
 )  # fmt: skip
-GRID_KEYS = (*PRODUCER_FIELDS, "message_size", "loss", "delay")
+GRID_KEYS = (*PRODUCER_FIELDS, "message_size", "partitions", "loss", "delay")
 
 
 class TopicSpec(BaseModel):
