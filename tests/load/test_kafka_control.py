@@ -30,3 +30,19 @@ def test_newer_versions_only(tmp_path: Path) -> None:
     _write(path, {"version": 3, "poll_s": 0.01}, mtime_ns=4_000)
     assert control.newer() == {"version": 3, "poll_s": 0.01} and control.version == 3
     assert _Control(None).newer() is None
+
+
+def test_write_control_restarts_the_producer_only_for_librdkafka_settings(tmp_path: Path) -> None:
+    from tierscope.load.kafka import write_control
+    from tierscope.spec.kafka import KafkaWorkload
+
+    path = tmp_path / "control.json"
+    base = KafkaWorkload.model_validate({"producer": {"acks": 1, "poll_ms": 0}})
+    polled = KafkaWorkload.model_validate({"producer": {"acks": 1, "poll_ms": 10}})
+    batched = KafkaWorkload.model_validate({"producer": {"acks": 1, "batch_messages": 5}})
+    write_control(path, 1, polled, base)
+    assert json.loads(path.read_text()) == {"version": 1, "conf": None, "poll_s": 0.01}
+    write_control(path, 2, batched, polled)
+    doc = json.loads(path.read_text())
+    assert doc["conf"]["batch.num.messages"] == 5 and doc["poll_s"] is None
+    assert not (tmp_path / "control.json.tmp").exists()

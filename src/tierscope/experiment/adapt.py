@@ -225,9 +225,11 @@ def play(dep: Any, run_id: str, spec: ExperimentSpec, controller: Controller, *,
                 cond = condition_at(spec, k * control.interval)
                 new, why = controller.decide(config, cond)
                 if new != config:
+                    before = configured_workload(spec, config)
                     config = new
                     versions.append(config)
-                    write_control(path, len(versions) - 1, configured_workload(spec, config))
+                    write_control(path, len(versions) - 1, configured_workload(spec, config),
+                                  before)  # fmt: skip
                 decisions.append(_decision(t, cond, config, len(versions) - 1, why))
                 k += 1
             handle.snapshot()

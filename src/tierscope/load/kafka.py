@@ -562,11 +562,16 @@ def wire_totals(counters: pl.DataFrame, until: float | None = None) -> dict[str,
     return {k: int(last[k].sum()) for k in keys}
 
 
-def write_control(path: Path, version: int, workload: KafkaWorkload) -> None:
+def write_control(
+    path: Path, version: int, workload: KafkaWorkload, previous: KafkaWorkload | None = None
+) -> None:
     """Tell the producers reading ``path`` to switch to ``workload``'s producer settings
-    (configuration ``version``, greater than the last one written); atomic."""
+    (configuration ``version``, greater than the last one written); atomic. Where only the
+    poll interval differs from ``previous``, the producers keep their librdkafka producer."""
     p = workload.producer
-    doc = {"version": version, "conf": p.librdkafka(),
+    conf = p.librdkafka()
+    same = previous is not None and previous.producer.librdkafka() == conf
+    doc = {"version": version, "conf": None if same else conf,
            "poll_s": None if p.poll_ms is None else p.poll_ms / 1000.0}  # fmt: skip
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc))
