@@ -166,6 +166,7 @@ def test_missing_java_or_maven_exits_2_saying_what_to_install(
         "kafka-plus-one.yaml",
         "kafka-adapt.yaml",
         "kafka-throughput.yaml",
+        "kafka-corpus.yaml",
     ],
 )
 def test_the_examples_are_valid_specs(name: str) -> None:
