@@ -249,7 +249,7 @@ def kafka_adapt(
     model = None
     if rows_file is not None:
         model = fit_reliability(read_rows(rows_file), method=method, seed=seed)
-    return run_policies(spec, chosen, model, source=str(spec_file))
+    return run_policies(spec, chosen, model, seed=seed, source=str(spec_file))
 
 
 def kafka_learn(

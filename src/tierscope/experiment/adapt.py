@@ -38,6 +38,7 @@ timely throughput.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -177,9 +178,11 @@ def run_policies(
     policies: list[str],
     model: ReliabilityModel | None,
     *,
+    seed: int = 1,
     source: str = "<spec>",
 ) -> dict[str, Any]:
-    """Each policy over the spec's trace, one after the other on one deployed cluster."""
+    """Each policy over the spec's trace, one after the other on one deployed cluster, with
+    the same arrivals (``seed``)."""
     from tierscope.experiment.runner import deployed_system
 
     control = check(spec, policies, source=source)
@@ -188,7 +191,7 @@ def run_policies(
         runs = []
         for i, c in enumerate(controllers):
             step(f"playing the trace under {len(controllers)} policy(ies)", i, len(controllers))
-            runs.append(play(dep, run_id, spec, c, seed=i + 1))
+            runs.append(play(dep, run_id, spec, c, seed=seed))  # the same arrivals for each
         step(f"playing the trace under {len(controllers)} policy(ies)", len(runs), len(runs))
     return {
         "rate": spec.sweep.level_values[0],
@@ -212,7 +215,7 @@ def play(dep: Any, run_id: str, spec: ExperimentSpec, controller: Controller, *,
     decisions = [_decision(0.0, condition_at(spec, 0.0), config, 0, why)]
     load = dep.driver.generator(configured_workload(spec, config), seed=seed,
                                 request_id_prefix=f"{controller.policy}/")  # fmt: skip
-    path = Path(load.workdir) / f"control-{controller.policy}-{seed}.json"
+    path = Path(load.workdir) / f"control-{controller.policy}-{uuid.uuid4().hex[:8]}.json"
     handle = load.start(rate, 0.0, length, 0.0, setup=controller.policy, control=path)
     targets = [FaultTarget(n.tier, n.name, n.replica, n.pids, n.cgroup) for n in dep.nodes]
     faults = FaultScheduler(spec.faults, targets, length, links=dep.links, tag=run_id)
