@@ -238,9 +238,31 @@ def kafka_reliability(
     brokers, with the grid's loss and delay on the producer's link (the thesis's protocol)."""
     from tierscope.report import terminal
 
+    _sigterm_interrupts()
     with _progress_bars(as_json):
         doc = workflows.kafka_reliability(spec_file, overrides or [], messages=messages)
     _emit(doc, as_json, terminal.reliability)
+    _exit_if_partial(doc)
+
+
+@kafka_app.command("throughput")
+def kafka_throughput(
+    spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="A kafka spec.")],
+    messages: Annotated[
+        int | None, typer.Option(min=1, help="Messages per configuration (default 200,000).")
+    ] = None,
+    overrides: OverridesOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Measure the producer at full load for every configuration of sweep.grid (batch sizes,
+    partitions) and check Wu's throughput model on each configuration left out."""
+    from tierscope.report import terminal
+
+    _sigterm_interrupts()
+    with _progress_bars(as_json):
+        doc = workflows.kafka_throughput(spec_file, overrides or [], messages=messages)
+    _emit(doc, as_json, terminal.producer_speed)
+    _exit_if_partial(doc)
 
 
 @kafka_app.command("adapt")
@@ -264,10 +286,12 @@ def kafka_adapt(
     from tierscope.report import terminal
 
     chosen = [p.strip() for text in policy or [] for p in text.split(",") if p.strip()]
+    _sigterm_interrupts()
     with _progress_bars(as_json):
         doc = workflows.kafka_adapt(spec_file, overrides or [], policies=chosen, rows_file=rows,
                                     method=method, seed=seed)  # fmt: skip
     _emit(doc, as_json, terminal.adapt)
+    _exit_if_partial(doc)
 
 
 @kafka_app.command("learn")
@@ -339,9 +363,30 @@ def demo(
     _sweep(spec, doc, out_dir, "tierscope demo" + (" --quick" if quick else ""), as_json)
 
 
+def _sigterm_interrupts() -> None:
+    """SIGTERM stops the command as Ctrl-C does (what was measured is kept)."""
+    import signal
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _exit_if_partial(doc: dict[str, Any]) -> None:
+    """After a measured document was shown: status 1 if a failure stopped it, 130 if it was
+    interrupted."""
+    if not doc.get("partial"):
+        return
+    if doc.get("failure"):
+        err.print(f"error: {doc['failure']} (what was measured before it is shown)", markup=False)
+        raise typer.Exit(1)
+    err.print("interrupted: partial results", markup=False)
+    raise typer.Exit(130)
+
+
 def _sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as_json: bool):
     """``workflows.run_sweep`` with a live view, then where it saturated and what limited it."""
-    import signal
 
     from rich.console import Group
 
@@ -350,10 +395,7 @@ def _sweep(spec: Any, doc: dict[str, Any], out_dir: Path | None, source: str, as
 
     out_dir = out_dir or workflows.default_run_dir(spec.name)
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    _sigterm_interrupts()
     console = err if as_json else out
     view = ProgressView(
         console,

@@ -252,6 +252,19 @@ def kafka_adapt(
     return run_policies(spec, chosen, model, seed=seed, source=str(spec_file))
 
 
+def kafka_throughput(
+    spec_file: PathLike, overrides: Sequence[str] = (), *, messages: int | None = None
+) -> dict[str, Any]:
+    """Producer throughput at full load for every configuration of ``sweep.grid``, and Wu's
+    throughput model calibrated on them, each predicted when left out
+    (:mod:`tierscope.experiment.kafka_throughput`)."""
+    from tierscope.experiment.kafka_throughput import DEFAULT_MESSAGES, measure
+    from tierscope.spec.experiment import load_experiment
+
+    spec, _ = load_experiment(spec_file, list(overrides))
+    return measure(spec, messages=messages or DEFAULT_MESSAGES, source=str(spec_file))
+
+
 def kafka_learn(
     rows_file: PathLike, *, method: str = "gbm", folds: int = 5, seed: int = 1
 ) -> dict[str, Any]:

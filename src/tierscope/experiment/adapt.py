@@ -50,9 +50,8 @@ from tierscope.domains.kafka import kpi, reactive_batch_size
 from tierscope.domains.kafka_reliability import ReliabilityModel, Step, dynamic_configuration
 from tierscope.errors import InputError
 from tierscope.experiment.faults import FaultScheduler, FaultTarget
-from tierscope.experiment.reliability import configured_workload, fault_condition
+from tierscope.experiment.reliability import configured_workload, fault_condition, measure_each
 from tierscope.load.kafka import wire_counters, wire_totals, write_control
-from tierscope.progress import step
 from tierscope.spec.experiment import ExperimentSpec
 from tierscope.spec.kafka import ControlSpec
 
@@ -187,12 +186,11 @@ def run_policies(
 
     control = check(spec, policies, source=source)
     controllers = [Controller(p, spec, control, model) for p in policies]
+    stage = f"playing the trace under {len(controllers)} policy(ies)"
     with deployed_system(spec.system, source=source) as (dep, run_id):
-        runs = []
-        for i, c in enumerate(controllers):
-            step(f"playing the trace under {len(controllers)} policy(ies)", i, len(controllers))
-            runs.append(play(dep, run_id, spec, c, seed=seed))  # the same arrivals for each
-        step(f"playing the trace under {len(controllers)} policy(ies)", len(runs), len(runs))
+        # every policy with the same arrivals (one seed)
+        runs, status = measure_each(controllers, stage,
+                                    lambda i, c: play(dep, run_id, spec, c, seed=seed))  # fmt: skip
     return {
         "rate": spec.sweep.level_values[0],
         "duration_s": spec.phases.steady,
@@ -202,6 +200,7 @@ def run_policies(
         "deadline_ms": control.deadline_ms,
         "cluster": dep.facts,
         "runs": runs,
+        **status,
     }
 
 

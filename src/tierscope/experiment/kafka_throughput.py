@@ -28,9 +28,8 @@ import polars as pl
 
 from tierscope.domains.kafka import fit_throughput
 from tierscope.errors import InputError
-from tierscope.experiment.reliability import configurations, configured_load
+from tierscope.experiment.reliability import configurations, configured_load, measure_each
 from tierscope.load.kafka import client_verdict, wire_counters
-from tierscope.progress import step
 from tierscope.spec.experiment import ExperimentSpec
 
 #: messages/s per producer offered: beyond what any configuration here reaches
@@ -61,21 +60,23 @@ def measure(spec: ExperimentSpec, *, messages: int = DEFAULT_MESSAGES, source: s
 
     check(spec, messages=messages, source=source)
     with deployed_system(spec.system, source=source) as (dep, _):
-        rows = measure_on(dep, spec, messages=messages)
-    return {"messages": messages, "rows": rows, **calibrate(rows)}
+        rows, status = measure_on(dep, spec, messages=messages)
+    return {"messages": messages, "rows": rows, **calibrate(rows), **status}
 
 
-def measure_on(dep: Any, spec: ExperimentSpec, *, messages: int) -> list[dict[str, Any]]:
+def measure_on(
+    dep: Any, spec: ExperimentSpec, *, messages: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows of the spec's configurations on the running deployment ``dep``, and whether
+    that is all of them (:func:`~tierscope.experiment.reliability.measure_each`)."""
     configs = list(configurations(spec))
-    rows = []
-    stage = f"measuring {len(configs)} configuration(s) at full load"
-    for i, config in enumerate(configs):
-        step(stage, i, len(configs))
+
+    def one(i: int, config: dict[str, Any]) -> dict[str, Any]:
         load = configured_load(dep, spec, config, seed=i + 1, prefix=f"speed-{i + 1}/")
         load.stats_ms = STATS_MS
-        rows.append(_one(load, messages))
-    step(stage, len(configs), len(configs))
-    return rows
+        return _one(load, messages)
+
+    return measure_each(configs, f"measuring {len(configs)} configuration(s) at full load", one)
 
 
 def _one(load: Any, messages: int) -> dict[str, Any]:

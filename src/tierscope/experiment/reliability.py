@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
@@ -46,8 +46,31 @@ from tierscope.progress import step
 from tierscope.spec.experiment import ExperimentSpec, FaultSpec
 from tierscope.spec.kafka import PRODUCER_FIELDS, ControlSpec, KafkaWorkload
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 #: Messages per configuration by default (the thesis sent 10^6; CI-sized runs send fewer).
 DEFAULT_MESSAGES = 10_000
+
+
+def measure_each(
+    items: Sequence[T], stage: str, measure: Callable[[int, T], R]
+) -> tuple[list[R], dict[str, Any]]:
+    """``measure(i, item)`` for every item in turn (progress under ``stage``). A failure or an
+    interruption (Ctrl-C, SIGTERM) stops it and keeps what was measured: returns the results
+    and ``{"partial": False}``, or ``{"partial": True, "interrupted": True}``, or
+    ``{"partial": True, "failure": "..."}``."""
+    out: list[R] = []
+    try:
+        for i, item in enumerate(items):
+            step(stage, i, len(items))
+            out.append(measure(i, item))
+        step(stage, len(items), len(items))
+    except KeyboardInterrupt:
+        return out, {"partial": True, "interrupted": True}
+    except Exception as exc:  # the cluster or a worker failed: what was measured stands
+        return out, {"partial": True, "failure": f"{type(exc).__name__}: {exc}"}
+    return out, {"partial": False}
 
 
 def configurations(spec: ExperimentSpec) -> Iterator[dict[str, Any]]:
@@ -133,17 +156,17 @@ def measure_on(dep: Any, run_id: str, spec: ExperimentSpec, *, messages: int) ->
     (the run ``run_id`` tags its emulator rules)."""
     configs = list(configurations(spec))
     rate = spec.sweep.level_values[0]
-    rows: list[dict[str, Any]] = []
     deadline = (spec.control or ControlSpec()).deadline_ms / 1000.0
-    stage = f"measuring {len(configs)} configuration(s) of {messages:,} messages"
-    for i, config in enumerate(configs):
-        step(stage, i, len(configs))
+
+    def one(i: int, config: dict[str, Any]) -> dict[str, Any]:
         flows = _flows(spec, config, dep.links) if dep.links is not None else []
         load = configured_load(dep, spec, config, seed=i + 1, prefix=f"config-{i + 1}/")
         condition = producer_condition(spec, config)
-        rows.append(_one(load, flows, messages, rate, run_id, condition, deadline, seed=i + 1))
-    step(stage, len(configs), len(configs))
-    return {"messages": messages, "rate": rate, "cluster": dep.facts, "rows": rows}
+        return _one(load, flows, messages, rate, run_id, condition, deadline, seed=i + 1)
+
+    stage = f"measuring {len(configs)} configuration(s) of {messages:,} messages"
+    rows, status = measure_each(configs, stage, one)
+    return {"messages": messages, "rate": rate, "cluster": dep.facts, "rows": rows, **status}
 
 
 def producer_condition(spec: ExperimentSpec, config: dict[str, Any]) -> tuple[float, float]:
@@ -271,5 +294,6 @@ def _one(
 
 
 __all__ = [
-    "DEFAULT_MESSAGES", "check", "configurations", "configured_workload", "measure", "measure_on",
+    "DEFAULT_MESSAGES", "check", "configurations", "configured_load", "configured_workload",
+    "measure", "measure_each", "measure_on",
 ]  # fmt: skip

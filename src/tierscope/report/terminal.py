@@ -516,6 +516,34 @@ def adapt(doc: dict[str, Any]) -> Table:
     return t
 
 
+def producer_speed(doc: dict[str, Any]) -> Table:
+    """``kafka throughput``: one row per configuration, measured and predicted when left out."""
+    held = doc.get("held_out") or {}
+    title = "Producer throughput at full load"
+    if held:
+        title += (f"; model left out: median error {100 * held['median_error']:.1f} %, "
+                  f"{held['within_10pct']} of {held['configurations']} within 10 %")  # fmt: skip
+    t = Table(title=title, title_justify="left")
+    heads = ("batch", "parts", "size B", "msg/s", "req/s", "req B", "predicted", "err %",
+             "client")  # fmt: skip
+    for h in heads:
+        t.add_column(h, justify="right")
+    for r in doc["rows"]:
+        if "messages_per_s" not in r:
+            t.add_row(str(r["batch_messages"]), str(r["partitions"]), str(r["message_size"]),
+                      "-", "-", "-", "-", "-", r.get("failure", ""))  # fmt: skip
+            continue
+        pred = r.get("predicted_messages_per_s")
+        t.add_row(
+            str(r["batch_messages"]), str(r["partitions"]), str(r["message_size"]),
+            f"{r['messages_per_s']:,.0f}", f"{r['requests_per_s']:,.0f}",
+            f"{r['packet_bytes']:,.0f}", "-" if pred is None else f"{pred:,.0f}",
+            "-" if pred is None else f"{100 * r['error']:+.1f}",
+            "limit" if r.get("client_bottleneck") else "ok",
+        )  # fmt: skip
+    return t
+
+
 def reliability(doc: dict[str, Any]) -> Table:
     """``kafka reliability``: one row per configuration (the JSON has every field)."""
     t = Table(
