@@ -535,7 +535,7 @@ def messages_frame(handle: KafkaHandle) -> pl.DataFrame:
 
 def wire_counters(handle: KafkaHandle) -> pl.DataFrame:
     """librdkafka's counters of every producer, one row per producer, configuration version
-    and report (each second): ``t``, ``producer``, ``version`` and the cumulative ``tx``
+    and report (``stats_ms`` apart): ``t``, ``producer``, ``version`` and the cumulative ``tx``
     (requests), ``tx_bytes``, ``txmsgs`` and ``txmsg_bytes`` of that version's producer."""
     parts = []
     for p in handle.producers:

@@ -15,7 +15,7 @@ runs: whenever the file holds a newer ``version``, a new librdkafka producer wit
 ``conf`` takes over the schedule (librdkafka cannot change a live producer's settings) and the
 old one drains in the background until every message it holds has its delivery report; the
 poll interval ``poll_s`` changes at once. The switch (version, first sequence number, time) is
-recorded. Every second the producer also records librdkafka's own counters (requests, bytes
+recorded. Twice a second the producer also records librdkafka's own counters (requests, bytes
 and messages sent; statistics.interval.ms), from which the bytes on the wire per payload byte
 come.
 
@@ -58,7 +58,7 @@ STATS = np.dtype(
 SWITCH = np.dtype([("version", "<i4"), ("seq", "<i8"), ("t", "<f8")])
 KEY = struct.Struct("<iq")  # producer index, sequence number
 FLUSH_EVERY_S = 0.25
-STATS_MS = 1000
+STATS_MS = 500
 
 
 def schedule(
