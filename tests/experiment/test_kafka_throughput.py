@@ -21,17 +21,22 @@ H_P, H_B, S_M = 70.0, 61.0, 120.0  # request header, batch header, message with 
 G0, G1 = 80e-6, 4e-9  # send interval: 80 µs + 4 ns a byte
 
 
-def _row(b: int, p: int) -> dict[str, Any]:
-    size = H_P + p * (H_B + S_M * b)
+def _row(b: int, p: int, per_request: int | None = None) -> dict[str, Any]:
+    """A configuration obeying eq. 4.1 with ``per_request`` batches a request (default P: the
+    Java client's packing)."""
+    k = p if per_request is None else per_request
+    size = H_P + k * (H_B + S_M * b)
     g = G0 + G1 * size
     return {"batch_messages": b, "partitions": p, "producers": 1, "packet_bytes": size,
-            "send_interval_ms": 1000 * g, "messages_per_s": b * p / g}  # fmt: skip
+            "send_interval_ms": 1000 * g, "messages_per_s": b * k / g,
+            "messages_per_request": b * k}  # fmt: skip
 
 
 def test_planted_rows_are_predicted_when_left_out() -> None:
     rows = [_row(b, p) for b, p in itertools.product((1, 10, 100), (1, 3, 6))]
     doc = calibrate(rows)
     m = doc["model"]
+    assert m["packing"] == "broker"
     assert m["packet_header"] == pytest.approx(H_P) and m["batch_header"] == pytest.approx(H_B)
     assert m["message_bytes"] == pytest.approx(S_M)
     assert m["send_interval_intercept_s"] == pytest.approx(G0)
@@ -40,6 +45,16 @@ def test_planted_rows_are_predicted_when_left_out() -> None:
     doc = calibrate(off)
     assert off[-1]["error"] == pytest.approx(1 / 1.5 - 1, rel=1e-6)  # the law's, not the row's
     assert doc["held_out"]["within_10pct"] == 8
+
+
+def test_one_batch_per_request_is_recognised_and_predicted() -> None:
+    """librdkafka sends one partition's batch per ProduceRequest: messages per request are B,
+    not B·P, and the model is fitted that way (the batch header then folds into the request's)."""
+    rows = [_row(b, p, per_request=1) for b, p in itertools.product((1, 10, 100), (1, 3, 6))]
+    doc = calibrate(rows)
+    assert doc["model"]["packing"] == "partition"
+    assert doc["model"]["packet_header"] == pytest.approx(H_P + H_B)
+    assert doc["held_out"]["max_error"] < 1e-9
 
 
 def test_one_partition_count_folds_the_batch_header() -> None:

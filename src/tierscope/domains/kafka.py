@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -30,6 +31,7 @@ from tierscope.qn.phase_type import PhaseType, mph1
 
 __all__ = [
     "KAFKA_BATCH_HEADER",
+    "PACKINGS",
     "ProducerThroughput",
     "SendInterval",
     "ThroughputModel",
@@ -110,25 +112,34 @@ def producer_throughput(
     return ProducerThroughput(s_r, r, msgs, sent, payload, payload / sent)
 
 
+#: How a producer packs batches into requests: one request per broker carrying a batch for
+#: each of its leader partitions (the Java client, the thesis's eq. 4.1), or one batch per
+#: request (librdkafka: one partition per ProduceRequest).
+PACKINGS = ("broker", "partition")
+
+
 @dataclass(frozen=True)
 class ThroughputModel:
-    """Eq. 4.1 calibrated on measurements: the packet (request) bytes S_r = h_p + P (h_b + S_m B)
-    of full batches of B messages on P leader partitions, and the send interval line f_p."""
+    """Eq. 4.1 calibrated on measurements: the request bytes S_r = h_p + k (h_b + S_m B) of full
+    batches of B messages, k batches a request (the leader partitions P with ``broker``
+    packing, 1 with ``partition``), and the send interval line f_p."""
 
     packet_header: float  # h_p
     batch_header: float  # h_b
     message_bytes: float  # S_m, a message with its record framing
     send_interval: SendInterval
+    packing: str = "broker"
 
     def predict(self, batch_messages: int, leaders: Sequence[int]) -> ProducerThroughput:
+        per_request = leaders if self.packing == "broker" else [1 if p > 0 else 0 for p in leaders]
         return producer_throughput(
-            self.message_bytes, batch_messages, leaders, self.send_interval,
+            self.message_bytes, batch_messages, per_request, self.send_interval,
             batch_header=self.batch_header, packet_header=self.packet_header,
         )  # fmt: skip
 
-    def to_dict(self) -> dict[str, float]:
-        return {"packet_header": self.packet_header, "batch_header": self.batch_header,
-                "message_bytes": self.message_bytes,
+    def to_dict(self) -> dict[str, Any]:
+        return {"packing": self.packing, "packet_header": self.packet_header,
+                "batch_header": self.batch_header, "message_bytes": self.message_bytes,
                 "send_interval_intercept_s": self.send_interval.intercept,
                 "send_interval_slope_s_per_byte": self.send_interval.slope,
                 "send_interval_r2": self.send_interval.r2}  # fmt: skip
@@ -139,24 +150,29 @@ def fit_throughput(
     partitions: Sequence[float],
     packet_bytes: Sequence[float],
     send_interval_s: Sequence[float],
+    packing: str = "broker",
 ) -> ThroughputModel:
-    """The packet-size terms by least squares on measured mean request sizes (columns 1, P,
-    B·P), and f_p on measured (request size, send interval) pairs. With one partition count
-    the batch header cannot be told from the packet header: it is folded into the latter."""
+    """The request-size terms by least squares on measured mean request sizes (columns 1, k,
+    k·B with k batches a request: P or 1 by ``packing``), and f_p on measured (request size,
+    send interval) pairs. Where k never varies the batch header cannot be told from the
+    request header: it is folded into the latter."""
+    if packing not in PACKINGS:
+        raise InputError("packing", packing, "broker or partition")
     b = np.asarray(batch_messages, dtype=float)
     p = np.asarray(partitions, dtype=float)
     s = np.asarray(packet_bytes, dtype=float)
     if not (b.size == p.size == s.size == len(send_interval_s)) or b.size < 2:
         raise InputError("rows", b.size, "two or more measured configurations, each complete")
-    if np.ptp(b * p) == 0:
+    k = p if packing == "broker" else np.ones_like(p)
+    if np.ptp(b * k) == 0:
         raise InputError("batch_messages", b.tolist(), "two or more messages-per-request values")
-    if np.ptp(p) > 0 and b.size >= 3:
-        coef = np.linalg.lstsq(np.column_stack([np.ones_like(p), p, b * p]), s, rcond=None)[0]
+    if np.ptp(k) > 0 and b.size >= 3:
+        coef = np.linalg.lstsq(np.column_stack([np.ones_like(k), k, b * k]), s, rcond=None)[0]
         h_p, h_b, s_m = (float(c) for c in coef)
     else:
-        h_p, s_m = (float(c) for c in np.polyfit(b * p, s, 1)[::-1])
+        h_p, s_m = (float(c) for c in np.polyfit(b * k, s, 1)[::-1])
         h_b = 0.0
-    return ThroughputModel(h_p, h_b, s_m, fit_send_interval(s, send_interval_s))
+    return ThroughputModel(h_p, h_b, s_m, fit_send_interval(s, send_interval_s), packing)
 
 
 def storage_growth(

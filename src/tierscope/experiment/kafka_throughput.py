@@ -138,6 +138,21 @@ def _steady(counters: pl.DataFrame) -> tuple[tuple[float, float], dict[str, floa
     return (float(np.median(starts)), float(np.median(ends))), delta
 
 
+def packing_of(rows: list[dict[str, Any]]) -> str:
+    """How the producer packed its batches, from the messages it sent per request: about B·P
+    (one request per broker, the Java client's way) or about B (one per partition,
+    librdkafka's)."""
+    by_broker = np.median(
+        [
+            abs(np.log(r["messages_per_request"] / (r["batch_messages"] * r["partitions"])))
+            for r in rows
+        ]
+    )
+    by_partition = np.median([abs(np.log(r["messages_per_request"] / r["batch_messages"]))
+                              for r in rows])  # fmt: skip
+    return "broker" if by_broker < by_partition else "partition"
+
+
 def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The model fitted to every row, and each row predicted by the model fitted to the
     others: ``predicted_messages_per_s`` and ``error`` (relative) added to the rows."""
@@ -145,10 +160,12 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if len(good) < 3:
         return {"model": None, "held_out": None}
 
+    packing = packing_of(good)
+
     def fit(sub: list[dict[str, Any]]) -> Any:
         return fit_throughput([r["batch_messages"] for r in sub], [r["partitions"] for r in sub],
                               [r["packet_bytes"] for r in sub],
-                              [r["send_interval_ms"] / 1000.0 for r in sub])  # fmt: skip
+                              [r["send_interval_ms"] / 1000.0 for r in sub], packing)  # fmt: skip
 
     errors = []
     for i, r in enumerate(good):
