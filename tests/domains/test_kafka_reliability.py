@@ -140,4 +140,12 @@ def test_kpi_terms_are_learned_when_the_rows_have_them(rows: pl.DataFrame) -> No
     model = fit_reliability(with_terms)
     assert set(model.targets) == {"loss_rate", "duplicate_rate", "relative_payload",
                                   "service_ratio"}  # fmt: skip
+    # a term undefined in some rows (nothing acknowledged: no late share) is learned from the
+    # others, and scored on the others
+    late = with_terms.with_columns(
+        pl.when(pl.col("loss") >= 0.2).then(None).otherwise(pl.col("batch_messages") / 20)
+        .alias("late_rate"))  # fmt: skip
+    assert "late_rate" in fit_reliability(late).targets
+    cv = cross_validate(late, folds=4)
+    assert cv["late_rate_mae"] < 0.5 * cv["late_rate_baseline"], cv
     assert "relative_payload_mae" not in cross_validate(rows, folds=4)

@@ -157,9 +157,15 @@ def read_rows(path: str | os.PathLike[str]) -> pl.DataFrame:
     return frame.drop_nulls([t for t in TARGETS if t in frame.columns])  # nothing sent
 
 
+#: rows a KPI term needs to be learned (it is undefined where nothing was acknowledged)
+MIN_ROWS = 10
+
+
 def _targets(rows: pl.DataFrame) -> tuple[str, ...]:
-    """The rates to learn: loss and duplication, and the KPI's terms every row has."""
-    extra = [t for t in KPI_TARGETS if t in rows.columns and rows[t].null_count() == 0]
+    """The rates to learn: loss and duplication, and the KPI's terms that at least
+    :data:`MIN_ROWS` rows give."""
+    extra = [t for t in KPI_TARGETS
+             if t in rows.columns and rows.height - rows[t].null_count() >= MIN_ROWS]  # fmt: skip
     return (*TARGETS, *extra)
 
 
@@ -167,25 +173,29 @@ def _check(rows: pl.DataFrame) -> tuple[str, ...]:
     missing = [c for c in (*TARGETS, "loss", "delay_ms", "acks") if c not in rows.columns]
     if missing:
         raise InputError("rows", missing[0], "reliability rows with " + ", ".join(TARGETS))
-    if rows.height < 10:
-        raise InputError("rows", rows.height, "at least 10 measured configurations")
+    if rows.height < MIN_ROWS:
+        raise InputError("rows", rows.height, f"at least {MIN_ROWS} measured configurations")
     return tuple(f for f in FEATURES if f in rows.columns)
 
 
 def fit_reliability(
     rows: pl.DataFrame, method: str = "gbm", seed: int = 1, layers: tuple[int, ...] = THESIS_LAYERS
 ) -> ReliabilityModel:
-    """A predictor of the loss and duplicate rates fitted to every row (``layers``: the hidden
-    layers of the ``mlp``)."""
+    """A predictor of the loss and duplicate rates, and of the KPI's terms the rows give, fitted
+    to every row that has the target (``layers``: the hidden layers of the ``mlp``)."""
     features = _check(rows)
     model = ReliabilityModel(method, features)
     x = _matrix(rows, features)
     for target in _targets(rows):
         y = rows[target].cast(pl.Float64).to_numpy()
+        given = ~np.isnan(y)
+        if given.sum() < MIN_ROWS:  # too few in this training set (a fold)
+            continue
+        x_t, y = x[given], y[given]
         if np.ptp(y) == 0:
             model.constants[target] = float(y[0])
             continue
-        model.models[target] = _estimator(method, seed, layers).fit(x, y)
+        model.models[target] = _estimator(method, seed, layers).fit(x_t, y)
     return model
 
 
@@ -216,10 +226,13 @@ def cross_validate(
         got = fit_reliability(tr, method, seed, layers).predict(te)
         for target in targets:
             y = te[target].cast(pl.Float64).to_numpy()
+            given = ~np.isnan(y)
             base = float(tr[target].cast(pl.Float64).mean())  # type: ignore[arg-type]
-            errors[f"{target}_mae"].extend(np.abs(got[target] - y).tolist())
-            errors[f"{target}_baseline"].extend(np.abs(base - y).tolist())
-    out: dict[str, Any] = {k: float(np.mean(v)) for k, v in errors.items()}
+            if target not in got or not given.any():
+                continue
+            errors[f"{target}_mae"].extend(np.abs(got[target][given] - y[given]).tolist())
+            errors[f"{target}_baseline"].extend(np.abs(base - y[given]).tolist())
+    out: dict[str, Any] = {k: float(np.mean(v)) for k, v in errors.items() if v}
     out |= {"method": method, "folds": k, "configurations": n_groups, "rows": rows.height,
             "features": list(features)}  # fmt: skip
     return out
