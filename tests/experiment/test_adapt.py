@@ -216,3 +216,25 @@ def test_control_belongs_to_kafka(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="weights"):
         load_experiment(bad)
     assert np.isclose(sum(_spec().control.weights), 1.0)  # type: ignore[union-attr]
+
+
+def test_cli_refuses_before_deploying(tmp_path: Path, capsys: Any) -> None:
+    """Exit 2 naming what to fix, and nothing started: no rows for the dynamic policy, an
+    unknown policy, a spec that is not kafka; `kafka throughput` on three brokers."""
+    from tierscope.cli import main
+
+    spec = tmp_path / "adapt.yaml"
+    spec.write_text(SPEC)
+    assert main(["kafka", "adapt", str(spec), "--policy", "dynamic"]) == 2
+    assert "--rows" in capsys.readouterr().err
+    assert main(["kafka", "adapt", str(spec), "--policy", "static,greedy"]) == 2
+    assert "greedy" in capsys.readouterr().err
+    web = tmp_path / "web.yaml"
+    web.write_text("system: {kind: embedded}\nsweep: {levels: [1]}\n")
+    assert main(["kafka", "adapt", str(web), "--policy", "static"]) == 2
+    assert "system.kind" in capsys.readouterr().err
+    three = tmp_path / "three.yaml"
+    three.write_text("system: {kind: kafka, brokers: 3}\nsweep: {levels: [1000], grid: "
+                     "{batch_messages: [1, 10]}}\n")  # fmt: skip
+    assert main(["kafka", "throughput", str(three)]) == 2
+    assert "system.brokers" in capsys.readouterr().err
