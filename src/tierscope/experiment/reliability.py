@@ -22,10 +22,10 @@ say how many messages the producer was told had failed (``reported_failed``) and
 was told had succeeded but were never read (``acked_lost``: loss the producer never saw), and
 the terms of Wu's KPI and timely throughput that ``kafka adapt`` predicts from them: the
 relative payload φ (messages transmitted times their size over the bytes librdkafka sent to
-the brokers, from its own counters), the normalised service
-rate μ (messages acknowledged ok over messages sent), the late share η_v (acknowledged ok later
-than ``timeliness_ms`` after the intended send, over those acknowledged ok; ``control.
-deadline_ms``, default 1 s) and the acknowledged-but-lost share η_l.
+the brokers, from its own counters), the normalised service rate μ (messages acknowledged ok
+over messages sent), the late share η_v (acknowledged ok later than ``timeliness_ms`` after the
+intended send, over those acknowledged ok; ``control.deadline_ms``, default 1 s) and the
+acknowledged-but-lost share η_l.
 """
 
 from __future__ import annotations
