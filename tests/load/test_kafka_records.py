@@ -106,3 +106,27 @@ def test_live_switches_and_wire_counters(tmp_path: Path) -> None:
     assert wire_totals(counters, t0) == dict.fromkeys(
         ("tx", "tx_bytes", "txmsgs", "txmsg_bytes"), 0
     )
+
+
+def test_a_failed_worker_says_why(tmp_path: Path) -> None:
+    class _Failed(_Ended):
+        returncode = 1
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 1
+
+    _rows(SEND, [(0, 1.0, 1.0)]).tofile(tmp_path / "producer-0.sends")
+    (tmp_path / "producer-0.error").write_text(
+        "Traceback (most recent call last):\n  File ...\nKeyError: 'message.timeout.ms'\n"
+    )
+    handle = KafkaHandle(SimpleNamespace(prefix=""), SimpleNamespace(delete=lambda name: None),
+                         Topic("t", 1, {0: 1}), tmp_path, level=1.0, setup="s", rep=0,
+                         times=(0.0, 0.0, 2.0, 2.0))  # fmt: skip
+    handle.producers = [_Worker("producer", 0, _Failed(), {
+        "sends": _Tail(tmp_path / "producer-0.sends", SEND),
+        "reports": _Tail(tmp_path / "producer-0.reports", REPORT)})]  # fmt: skip
+    result = handle.stop()
+    assert result.summary["failure"] == (
+        "producer 0 exited with status 1: KeyError: 'message.timeout.ms'"
+    )
+    assert result.partial

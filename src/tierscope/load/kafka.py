@@ -455,12 +455,21 @@ class KafkaHandle:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(wk.proc.pid, signal.SIGKILL)
                 wk.proc.wait(5.0)
-        failures = [f"{w.role} {w.index} exited with status {w.proc.returncode}"
+        failures = [f"{w.role} {w.index} exited with status {w.proc.returncode}{self._why(w)}"
                     for w in [*self.producers, *self.consumers]
                     if w.proc.returncode not in (0, -signal.SIGTERM)]  # fmt: skip
         self._result = assemble(self, failure="; ".join(failures) or None)
         self.admin.delete(self.topic.name)
         return self._result
+
+    def _why(self, worker: _Worker) -> str:
+        """The last line of the traceback a failed worker left (its exception), if any."""
+        try:
+            text = (self.out / f"{worker.role}-{worker.index}.error").read_text()
+        except OSError:
+            return ""
+        lines = [line for line in text.splitlines() if line.strip()]
+        return f": {lines[-1][:300]}" if lines else ""
 
 
 def _q(x: np.ndarray, pct: float) -> float | None:

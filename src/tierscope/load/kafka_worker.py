@@ -334,7 +334,14 @@ def _stop_flag() -> _StopFlag:
 
 def main(argv: list[str]) -> int:
     cfg = json.loads(Path(argv[0]).read_text())
-    (produce if cfg["role"] == "producer" else consume)(cfg)
+    try:
+        (produce if cfg["role"] == "producer" else consume)(cfg)
+    except Exception:  # the parent reports why the worker failed
+        import traceback
+
+        error = Path(cfg["out"]) / f"{cfg['role']}-{cfg['index']}.error"
+        error.write_text(traceback.format_exc())
+        raise
     return 0
 
 
