@@ -305,7 +305,8 @@ def measure_windows(
         before, after = wire_totals(counters, t0 + a), wire_totals(counters, t0 + b)
         tx_bytes = after["tx_bytes"] - before["tx_bytes"]
         payload = (after["txmsgs"] - before["txmsgs"]) * message_size
-        phi = payload / tx_bytes if tx_bytes > 0 else None
+        # nothing on the wire while messages were sent (all stuck in the producer's queue)
+        phi = payload / tx_bytes if tx_bytes > 0 else (0.0 if sent.height else None)
         mu = ok.height / w.height if w.height else None
         p_l = lost / sent.height if sent.height else None
         p_d = duplicated / sent.height if sent.height else None
