@@ -249,7 +249,7 @@ def play(dep: Any, run_id: str, spec: ExperimentSpec, controller: Controller, *,
         "policy": controller.policy,
         "decisions": decisions,
         "windows": windows,
-        "summary": summarise(windows, result.requests, control, handle.t0, length),
+        "summary": summarise(windows, result.requests, handle.t0, length),
         "reconfigurations": len(versions) - 1,
         "faults": [
             {
@@ -330,7 +330,6 @@ def measure_windows(
 def summarise(
     windows: list[dict[str, Any]],
     requests: pl.DataFrame,
-    control: ControlSpec,
     t0: float,
     length: float,
 ) -> dict[str, Any]:
