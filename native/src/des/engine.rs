@@ -361,7 +361,7 @@ impl EventSim {
     fn drain_pending(&mut self) {
         while let Some(p) = self.pending.pop_front() {
             match p {
-                Pending::Arrive { job, station } => self.arrive(job, station as usize),
+                Pending::Arrive { job, station } => self.arrive_instant(job, station as usize),
                 Pending::Release { station } => self.release(station as usize),
             }
         }
@@ -582,6 +582,23 @@ impl EventSim {
         (d.station != EXIT).then_some(d)
     }
 
+    /// Job `j` reaches station `k` from a fork, a join or a zero-time pass.
+    /// Such a job holds no server to block, so at a full blocking station it
+    /// waits for room outside (counted nowhere, its request's clock running)
+    /// and enters in FIFO order with the jobs blocked upstream.
+    fn arrive_instant(&mut self, j: u32, k: usize) {
+        let st = &self.st[k];
+        if st.blocks_when_full && st.n >= st.capacity {
+            let job = &mut self.jobs[j as usize];
+            job.station = NONE;
+            job.next_class = job.class;
+            job.blocked = false;
+            self.st[k].waiters.push_back(j);
+            return;
+        }
+        self.arrive(j, k);
+    }
+
     /// Job `j` reaches station `k`.
     fn arrive(&mut self, j: u32, k: usize) {
         match self.st[k].kind {
@@ -797,15 +814,17 @@ impl EventSim {
         }
     }
 
-    /// Admits jobs blocked elsewhere for room at `k`, in FIFO order.
+    /// Admits jobs blocked elsewhere (or waiting outside) for room at `k`, in FIFO order.
     fn release(&mut self, k: usize) {
         while self.st[k].n < self.st[k].capacity {
             let Some(w) = self.st[k].waiters.pop_front() else {
                 break;
             };
-            let from = self.jobs[w as usize].station as usize;
-            self.st[from].touch(self.now);
-            self.leave(w, from);
+            let from = self.jobs[w as usize].station;
+            if from != NONE {
+                self.st[from as usize].touch(self.now);
+                self.leave(w, from as usize);
+            }
             let job = &mut self.jobs[w as usize];
             job.class = job.next_class;
             self.arrive(w, k);

@@ -348,7 +348,8 @@ pub struct Station {
     caps: Box<[f64]>,
     /// FCFS jobs waiting for a server.
     pub waiting: VecDeque<u32>,
-    /// Jobs blocked elsewhere that wait for room here, in arrival order.
+    /// Jobs blocked elsewhere, or waiting outside (from a fork, a join or a
+    /// zero-time visit), for room here, in arrival order.
     pub waiters: VecDeque<u32>,
     scheduled: bool,
     sched_rate: f64,

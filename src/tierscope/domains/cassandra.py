@@ -4,11 +4,11 @@ and the consistency level explicit, built as a tierscope model for the simulator
 Per node k: a network queue ``net-k`` (FCFS), a CPU ``cpu-k`` (processor sharing on the node's
 cores), a disk ``disk-k`` (FCFS), forks ``fork-k-local`` and ``fork-k-remote`` with their join
 ``join-k``, and routers ``route-k-i`` that send a replica request to a node chosen at random
-among the others. The thesis also put the CPU in a finite capacity region of 32 requests
-(``concurrent_reads``); it is left out here: the simulator blocks a job at a full station only
-behind a station that can hold it, and the end operations enter the CPU from the join, which
-cannot (the job would be dropped instead). With the thesis's demands the region never binds
-before the CPUs do. The YCSB client is a CPU
+among the others. As in the thesis, the CPU is a finite capacity region of
+``concurrent_reads`` requests (Cassandra's default, 32): every way into ``cpu-k`` passes a
+zero-time station ``wait-k`` where requests wait, holding nothing, while the region is full (the
+read stage's pending queue); ``concurrent_reads=None`` leaves the region out. The YCSB client is
+a CPU
 queue and a network queue (``ycsb-cpu``, ``ycsb-net``); its threads are the closed population.
 
 A request leaves the client for a coordinator chosen uniformly (the driver not token-aware, as
@@ -101,6 +101,8 @@ class CassandraCluster:
     think_time: float = 0.0
     #: §5.9's variant: ask every replica (RF) and go on with the first w answers
     replicated_quorum: bool = False
+    #: requests a node's CPU holds at once (the read stage's threads); None: no limit
+    concurrent_reads: int | None = 32
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -112,6 +114,8 @@ class CassandraCluster:
             raise InputError("nodes", 1, "two or more nodes for replica requests")
         if self.clients < 1:
             raise InputError("clients", self.clients, "at least 1 client thread")
+        if self.concurrent_reads is not None and self.concurrent_reads < 1:
+            raise InputError("concurrent_reads", self.concurrent_reads, "at least 1, or none")
         missing = [c for c in CPU_CLASSES if c not in self.cpu]
         if missing:
             raise InputError("cpu", missing[0], "a CPU demand for " + ", ".join(CPU_CLASSES))
@@ -162,9 +166,17 @@ class CassandraCluster:
         ]
         if self.think_time > 0:
             stations.append({"name": "think", "type": "delay"})
-        routers = {k: [f"route-{k}-{i}" for i in range(1, asked + 1)] for k in nodes}
+        # local reads send asked - 1 replica requests, remote ones asked
+        fan_out = asked if p_remote > 0 else asked - 1
+        routers = {k: [f"route-{k}-{i}" for i in range(1, fan_out + 1)] for k in nodes}
+        region = self.concurrent_reads is not None
         for k in nodes:
-            cpu = {"name": f"cpu-{k}", "servers": self.cores, "discipline": "ps"}
+            cpu: dict[str, Any] = {"name": f"cpu-{k}", "servers": self.cores, "discipline": "ps"}
+            if self.concurrent_reads is not None:
+                # fewer requests than cores: each has a core of its own
+                cpu |= {"servers": min(self.cores, self.concurrent_reads),
+                        "capacity": self.concurrent_reads, "on_full": "block"}  # fmt: skip
+                stations.append({"name": f"wait-{k}", "type": "delay"})
             stations += [{"name": f"net-{k}"}, cpu, {"name": f"disk-{k}"}]
             # local: the disk read and asked - 1 replica requests; remote: asked replica requests
             branches = {"local": [f"disk-{k}", *routers[k][: asked - 1]], "remote": routers[k]}
@@ -177,6 +189,15 @@ class CassandraCluster:
             stations += [{"name": r, "type": "delay"} for r in routers[k]]
 
         c = self.cpu
+
+        def into_cpu(k: int, rows: dict[str, dict[str, float]], service: dict[str, float]) -> str:
+            """The way into cpu-k for a class: through wait-k when the region is on."""
+            if not region:
+                return f"cpu-{k}"
+            rows[f"wait-{k}"] = {f"cpu-{k}": 1.0}
+            service[f"wait-{k}"] = ROUTER_S
+            return f"wait-{k}"
+
         classes: list[dict[str, Any]] = []
         entry = {f"net-{k}:local": (1 - p_remote) / n for k in nodes} | (
             {f"net-{k}:remote": p_remote / n for k in nodes} if p_remote > 0 else {})  # fmt: skip
@@ -198,13 +219,22 @@ class CassandraCluster:
         for kind in kinds:
             rows: dict[str, dict[str, float]] = {}
             service: dict[str, float] = {}
+            end_rows: dict[str, dict[str, float]] = {}
+            end_service: dict[str, float] = {}
             for k in nodes:
                 others = [j for j in nodes if j != k]
-                rows[f"net-{k}"] = {f"cpu-{k}": 1.0}
+                rows[f"net-{k}"] = {into_cpu(k, rows, service): 1.0}
                 rows[f"cpu-{k}"] = {f"fork-{k}-{kind}": 1.0}
                 # the end operations on the CPU (none under ONE for a local read)
-                end_at = "cpu" if c[f"{kind}_end"] > 0 else "net"
-                rows[f"join-{k}"] = {f"{end_at}-{k}:{kind}-end": 1.0}
+                if c[f"{kind}_end"] > 0:
+                    end_at = into_cpu(k, end_rows, end_service)
+                    end_rows[f"cpu-{k}"] = {f"net-{k}": 1.0}
+                    end_service[f"cpu-{k}"] = c[f"{kind}_end"]
+                else:
+                    end_at = f"net-{k}"
+                rows[f"join-{k}"] = {f"{end_at}:{kind}-end": 1.0}
+                end_rows[f"net-{k}"] = {"ycsb-net:reply": 1.0}
+                end_service[f"net-{k}"] = self.net_data
                 service |= {f"net-{k}": self.net_request, f"cpu-{k}": c[kind]}
                 if kind == "local":
                     rows[f"disk-{k}"] = {f"join-{k}": 1.0}
@@ -213,13 +243,6 @@ class CassandraCluster:
                     rows[r] = {f"net-{j}:task-{k}": 1.0 / len(others) for j in others}
                     service[r] = ROUTER_S
             classes.append({"name": kind, "population": 0, "routing": rows, "service": service})
-            end_rows, end_service = {}, {}
-            for k in nodes:
-                if c[f"{kind}_end"] > 0:
-                    end_rows[f"cpu-{k}"] = {f"net-{k}": 1.0}
-                    end_service[f"cpu-{k}"] = c[f"{kind}_end"]
-                end_rows[f"net-{k}"] = {"ycsb-net:reply": 1.0}
-                end_service[f"net-{k}"] = self.net_data
             classes.append({"name": f"{kind}-end", "population": 0, "routing": end_rows,
                             "service": end_service})  # fmt: skip
         if asked > 1 or p_remote > 0:
@@ -229,7 +252,8 @@ class CassandraCluster:
                 back_rows: dict[str, dict[str, float]] = {}
                 back_service: dict[str, float] = {}
                 for j in (j for j in nodes if j != k):
-                    out_rows |= {f"net-{j}": {f"cpu-{j}": 1.0}, f"cpu-{j}": {f"disk-{j}": 1.0},
+                    out_rows |= {f"net-{j}": {into_cpu(j, out_rows, out_service): 1.0},
+                                 f"cpu-{j}": {f"disk-{j}": 1.0},
                                  f"disk-{j}": {f"net-{j}:ret-{k}": 1.0}}  # fmt: skip
                     out_service |= {f"net-{j}": self.net_request, f"cpu-{j}": c["replica"],
                                     f"disk-{j}": self.disk}  # fmt: skip

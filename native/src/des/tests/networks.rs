@@ -151,6 +151,58 @@ fn zero_buffer_tandem_blocking_matches_markov_chain() {
 }
 
 #[test]
+fn fork_task_waits_outside_a_full_blocking_station() {
+    // Think (delay, mean 1) -> fork -> Q (one FCFS server, mean 0.5, room for
+    // 2, blocking) -> join -> think, 6 users. A task holds no server, so at a
+    // full Q it waits outside in FIFO order: the network then behaves as one
+    // with Q unbounded, a birth-death chain in the jobs n forked but not yet
+    // joined (birth (6 - n) / Z, death 1 / S), with min(n, 2) of them in Q.
+    let (pop, z, s, room) = (6usize, 1.0, 0.5, 2usize);
+    let spec = json!({
+        "stations": [{"name": "think", "kind": "delay"},
+                     {"name": "fork", "kind": "fork", "join": 3, "branches": [2]},
+                     {"name": "Q", "kind": "queue", "discipline": "fcfs", "servers": 1,
+                      "capacity": room, "on_full": "block"},
+                     {"name": "join", "kind": "join"}],
+        "classes": [{"name": "c", "open": false, "population": pop, "reference": 0}],
+        "service": [[exp(z), null, exp(s), null]],
+        "routing": [{"from": [0, 0], "to": [[0, 1, 1.0]]},
+                    {"from": [0, 2], "to": [[0, 3, 1.0]]},
+                    {"from": [0, 3], "to": [[0, 0, 1.0]]}],
+        "entry": [[]],
+        "window": 10.0,
+    });
+    let mut p = vec![1.0];
+    for n in 1..=pop {
+        p.push(p[n - 1] * (pop - n + 1) as f64 / z * s);
+    }
+    let total: f64 = p.iter().sum();
+    let p: Vec<f64> = p.iter().map(|x| x / total).collect();
+    let x = (1.0 - p[0]) / s;
+    let in_q: f64 = p
+        .iter()
+        .enumerate()
+        .map(|(n, q)| q * n.min(room) as f64)
+        .sum();
+    let forked: f64 = p.iter().enumerate().map(|(n, q)| q * n as f64).sum();
+    let r = run(&spec, 16, f64::INFINITY, 2_000_000);
+    assert_eq!(
+        r.sum(&r.w.drops, 0, 2),
+        0.0,
+        "a waiting task is never dropped"
+    );
+    assert!(
+        r.w.q_max.chunks(4).all(|q| q[2] <= room as f64),
+        "Q never exceeds its room"
+    );
+    assert_close("X at Q", r.x(0, 2), x, 0.015);
+    assert_close("jobs in Q", r.q(0, 2), in_q, 0.03);
+    assert_close("forked jobs (at the join)", r.q(0, 3), forked, 0.03);
+    let sys_x = r.sum_class(&r.w.sys_completions, 0) / r.span();
+    assert_close("system X", sys_x, x, 0.015);
+}
+
+#[test]
 fn class_switching_moves_statistics_to_the_new_class() {
     let spec = json!({
         "stations": [queue("s0"), queue("s1")],
