@@ -155,8 +155,9 @@ def produce(cfg: dict[str, Any]) -> None:
         now = clock()
         kind, ms = msg.timestamp()
         offset = msg.offset()  # -1001 (or None) when the broker does not say (acks=0)
-        keep((unpack(msg.key())[1], now, 0 if err is None else err.code(), msg.partition(),
-              -1 if offset is None else offset,
+        partition = msg.partition()  # None when it timed out before the topic's metadata came
+        keep((unpack(msg.key())[1], now, 0 if err is None else err.code(),
+              -1 if partition is None else partition, -1 if offset is None else offset,
               ms / 1000.0 - wall_minus_mono if kind == 2 else nan))  # 2: LogAppendTime  # fmt: skip
 
     def new_producer(conf: dict[str, Any], version: int) -> Any:
