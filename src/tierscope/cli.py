@@ -211,7 +211,7 @@ def fit_ph(
 
 @app.command()
 def fetch(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="kafka | jolokia")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="kafka | cassandra | jolokia")],
     as_json: JsonFlag = False,
 ) -> None:
     """Fetch a server's pinned jars from Maven Central into tierscope's cache (once)."""

@@ -11,15 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tierscope.load.kafka import (
-    KafkaHandle,
-    Topic,
-    _Tail,
-    _Worker,
-    assemble,
-    wire_counters,
-    wire_totals,
-)
+from tierscope.load._workers import Tail, Worker
+from tierscope.load.kafka import KafkaHandle, Topic, assemble, wire_counters, wire_totals
 from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, SWITCH
 
 pytest.importorskip("confluent_kafka", reason="pip install 'tierscope[kafka]'")
@@ -52,11 +45,11 @@ def test_statuses_copies_and_counts(tmp_path: Path) -> None:
     load = SimpleNamespace(prefix="s/100/0/")
     handle = KafkaHandle(load, None, Topic("t", 3, {0: 1, 1: 1, 2: 1}), tmp_path, level=100.0,
                          setup="s", rep=0, times=(t0, t0, t0 + 2, t0 + 2))  # fmt: skip
-    handle.producers = [_Worker("producer", 0, _Ended(), {
-        "sends": _Tail(tmp_path / "producer-0.sends", SEND),
-        "reports": _Tail(tmp_path / "producer-0.reports", REPORT)})]  # fmt: skip
-    read = _Tail(tmp_path / "consumer-0.consumed", CONSUMED)
-    handle.consumers = [_Worker("consumer", 0, _Ended(), {"consumed": read})]
+    handle.producers = [Worker("producer", 0, _Ended(), {
+        "sends": Tail(tmp_path / "producer-0.sends", SEND),
+        "reports": Tail(tmp_path / "producer-0.reports", REPORT)})]  # fmt: skip
+    read = Tail(tmp_path / "consumer-0.consumed", CONSUMED)
+    handle.consumers = [Worker("consumer", 0, _Ended(), {"consumed": read})]
     result = assemble(handle, failure=None)
     req = result.requests.sort("request_id")
     assert req["request_id"][0] == "s/100/0/0-0"
@@ -93,8 +86,8 @@ def test_live_switches_and_wire_counters(tmp_path: Path) -> None:
     handle = KafkaHandle(load, None, Topic("t", 1, {0: 1}), tmp_path, level=1.0, setup="s",
                          rep=0, times=(t0, t0, t0 + 10, t0 + 10))  # fmt: skip
     files = {"sends": SEND, "reports": REPORT, "stats": STATS, "switches": SWITCH}
-    handle.producers = [_Worker("producer", 0, _Ended(), {
-        k: _Tail(tmp_path / f"producer-0.{k}", dt) for k, dt in files.items()})]  # fmt: skip
+    handle.producers = [Worker("producer", 0, _Ended(), {
+        k: Tail(tmp_path / f"producer-0.{k}", dt) for k, dt in files.items()})]  # fmt: skip
     req = assemble(handle, failure=None).requests.sort("start")
     assert req["config"].to_list() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
     counters = wire_counters(handle)
@@ -122,9 +115,9 @@ def test_a_failed_worker_says_why(tmp_path: Path) -> None:
     handle = KafkaHandle(SimpleNamespace(prefix=""), SimpleNamespace(delete=lambda name: None),
                          Topic("t", 1, {0: 1}), tmp_path, level=1.0, setup="s", rep=0,
                          times=(0.0, 0.0, 2.0, 2.0))  # fmt: skip
-    handle.producers = [_Worker("producer", 0, _Failed(), {
-        "sends": _Tail(tmp_path / "producer-0.sends", SEND),
-        "reports": _Tail(tmp_path / "producer-0.reports", REPORT)})]  # fmt: skip
+    handle.producers = [Worker("producer", 0, _Failed(), {
+        "sends": Tail(tmp_path / "producer-0.sends", SEND),
+        "reports": Tail(tmp_path / "producer-0.reports", REPORT)})]  # fmt: skip
     result = handle.stop()
     assert result.summary["failure"] == (
         "producer 0 exited with status 1: KeyError: 'message.timeout.ms'"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tierscope.load.kafka_worker import schedule
+from tierscope.load._records import schedule
 
 
 def test_ramped_rate_has_the_expected_count_and_shape() -> None:

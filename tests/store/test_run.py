@@ -91,6 +91,24 @@ def test_extra_columns_are_kept_after_the_contract(tmp_path: Path) -> None:
     assert back.columns == [*SCHEMAS["metrics"], "cpu"]
 
 
+def test_a_column_first_written_in_a_later_part_is_kept(tmp_path: Path) -> None:
+    """A points table gains a metric a later level first measured: the finished table and the
+    unfinished parts both read with it, null where a part lacked it."""
+    first = _metrics(0, 2)
+    later = _metrics(5, 2).with_columns(pl.lit(3.5).alias("node.read_quorum_ms"))
+    with _create(tmp_path / "run") as run:
+        run.append("metrics", first)
+        run.flush()
+        run.append("metrics", later)
+        run.flush()
+        parts = scan_table(tmp_path / "run", "metrics")
+        assert parts is not None
+        assert parts.collect()["node.read_quorum_ms"].to_list() == [None, None, 3.5, 3.5]
+    back = read_run(tmp_path / "run").metrics
+    assert back is not None and back.height == 4
+    assert back["node.read_quorum_ms"].to_list() == [None, None, 3.5, 3.5]
+
+
 def test_missing_column_and_unknown_table_are_refused(tmp_path: Path) -> None:
     with _create(tmp_path / "run") as run:
         with pytest.raises(InputError, match="node"):

@@ -72,6 +72,8 @@ ARTIFACTS: dict[str, Artifact] = {
         ("org.apache.kafka:kafka_2.13", "org.apache.kafka:kafka-tools"),
         ("org.apache.logging.log4j:log4j-slf4j-impl:2.25.4",),
     ),
+    # the database with its dependencies (logback among them); 5.0.9 pinned, see the module
+    "cassandra": Artifact("cassandra", "5.0.9", ("org.apache.cassandra:cassandra-all",)),
     # the JVM agent that serves JMX as JSON over HTTP (the brokers' metrics)
     "jolokia": Artifact("jolokia", "2.5.1", ("org.jolokia:jolokia-agent-jvm:javaagent",)),
 }

@@ -214,6 +214,12 @@ class Runner:
         first = next(iter(setups.values()))
         with self._deployed("+".join(setups), first, workdir, ctx) as (dep, monitor):
             workloads = {name: self._workload(dep, s) for name, s in setups.items()}
+            for name, workload in workloads.items():  # e.g. a database's records loaded
+                t = time.monotonic()
+                facts = dep.driver.prepare(workload)
+                if facts:
+                    row = (t, time.monotonic(), "prepare", "", {"setup": name, **facts})
+                    ctx.writer.append("events", events_frame([row], self.t0))
             rounds = max(len(s.sweep.level_values) for s in setups.values())
             reps = max(s.sweep.repetitions for s in setups.values())
             for i in range(rounds):
@@ -605,6 +611,9 @@ REQUEST_EXTRAS: dict[str, pl.DataType] = {
     "consumed": pl.Float64(),
     "copies": pl.Int64(),
     "config": pl.Int64(),  # the producer configuration that sent it (0, then each live switch)
+    # database operations (cassandra): the node that coordinated it, its consistency level
+    "coordinator": pl.String(),
+    "consistency": pl.String(),
 }
 #: Times of a client record besides start and end (monotonic seconds until stored).
 TIMES = ("intended_start", "actual_start", "appended", "consumed")

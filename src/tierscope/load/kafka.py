@@ -25,11 +25,9 @@ import json
 import math
 import os
 import re
-import signal
-import subprocess
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +35,21 @@ import numpy as np
 import polars as pl
 
 from tierscope.errors import InputError, TierscopeError
-from tierscope.load._frames import CLIENT, NODE
-from tierscope.load._summary import verdict
+from tierscope.load._frames import CLIENT
+from tierscope.load._workers import (
+    LATE_S,
+    Tail,
+    Worker,
+    client_samples,
+    cpu_rows,
+    cpu_total,
+    end_workers,
+    failures,
+    quantile,
+    quantiles,
+    sample_cpu,
+)
+from tierscope.load._workers import client_verdict as _verdict
 from tierscope.load.generator import LoadSnapshot
 from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, STATS_MS, SWITCH
 from tierscope.spec.kafka import KafkaWorkload, TopicSpec
@@ -49,9 +60,6 @@ START_MARGIN_S = 1.5
 CONSUME_IDLE_S = 3.0
 #: ...or at the latest after this long.
 CONSUME_MAX_S = 60.0
-#: A message sent later than this after its intended time is late (as for HTTP requests).
-LATE_S = 0.005
-SAMPLE_S = 0.25
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -117,56 +125,6 @@ class Admin:
     def delete(self, name: str) -> None:
         with contextlib.suppress(Exception):
             self.client.delete_topics([name], operation_timeout=10.0)[name].result(15.0)
-
-
-class _Tail:
-    """New fixed-size rows of a worker's record file since the last call."""
-
-    def __init__(self, path: Path, dtype: np.dtype) -> None:
-        self.path, self.dtype, self.offset = path, dtype, 0
-        self.parts: list[np.ndarray] = []
-
-    def read(self) -> np.ndarray:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return np.empty(0, self.dtype)
-        n = (size - self.offset) // self.dtype.itemsize
-        if n <= 0:
-            return np.empty(0, self.dtype)
-        rows = np.fromfile(self.path, self.dtype, count=n, offset=self.offset)
-        self.offset += n * self.dtype.itemsize
-        self.parts.append(rows)
-        return rows
-
-    def all(self) -> np.ndarray:
-        self.read()
-        return np.concatenate(self.parts) if self.parts else np.empty(0, self.dtype)
-
-
-@dataclass
-class _Worker:
-    role: str
-    index: int
-    proc: subprocess.Popen[bytes]
-    tails: dict[str, _Tail]
-    cpu: list[tuple[float, float, float]] = field(default_factory=list)  # (t, process, main)
-    intended: np.ndarray = field(default_factory=lambda: np.empty(0))  # by seq, read so far
-
-
-def _cpu_s(pid: int) -> tuple[float, float]:
-    """CPU seconds of the process and of its main thread (0, 0 once it is gone)."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def read(path: str) -> float:
-        try:
-            with open(path, "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            return math.nan
-
-    return read(f"/proc/{pid}/stat"), read(f"/proc/{pid}/task/{pid}/stat")
 
 
 class KafkaLoad:
@@ -283,8 +241,8 @@ class KafkaHandle:
         self.load, self.admin, self.topic, self.out = load, admin, topic, out
         self.level, self.setup, self.rep = level, setup, rep
         self.t0, self.steady_start, self.steady_end, self.load_end = times
-        self.producers: list[_Worker] = []
-        self.consumers: list[_Worker] = []
+        self.producers: list[Worker] = []
+        self.consumers: list[Worker] = []
         self._producers_done_at: float | None = None
         self._last_progress = time.monotonic()
         self._stopped_at: float | None = None
@@ -322,7 +280,7 @@ class KafkaHandle:
             cfg = self.load.worker_config("consumer", i, self.topic, self.out)
             self.consumers.append(self._spawn(cfg, {"consumed": CONSUMED}))
 
-    def _spawn(self, cfg: dict[str, Any], files: dict[str, np.dtype]) -> _Worker:
+    def _spawn(self, cfg: dict[str, Any], files: dict[str, np.dtype]) -> Worker:
         from tierscope.experiment.processes import python_argv
 
         name = f"{cfg['role']}-{cfg['index']}"
@@ -330,8 +288,8 @@ class KafkaHandle:
         path.write_text(json.dumps(cfg))
         proc = self.load.spawn(f"kafka-{self.topic.name}-{name}",
                                python_argv("tierscope.load.kafka_worker", str(path)))  # fmt: skip
-        tails = {k: _Tail(self.out / f"{name}.{k}", dt) for k, dt in files.items()}
-        return _Worker(cfg["role"], cfg["index"], proc, tails)
+        tails = {k: Tail(self.out / f"{name}.{k}", dt) for k, dt in files.items()}
+        return Worker(cfg["role"], cfg["index"], proc, tails)
 
     # ---- progress ----------------------------------------------------------------------
     def _poll_records(self) -> None:
@@ -386,10 +344,7 @@ class KafkaHandle:
         )
 
     def _sample_cpu(self) -> None:
-        now = time.monotonic()
-        for wk in [*self.producers, *self.consumers]:
-            if wk.proc.poll() is None and (not wk.cpu or now - wk.cpu[-1][0] >= SAMPLE_S):
-                wk.cpu.append((now, *_cpu_s(wk.proc.pid)))
+        sample_cpu([*self.producers, *self.consumers])
 
     def snapshot(self) -> LoadSnapshot:
         now = time.monotonic()
@@ -408,14 +363,13 @@ class KafkaHandle:
             completed=c["completed"], errors=c["errors"], outstanding=c["sent"] - c["completed"],
             active=sum(p.proc.poll() is None for p in self.producers), connections=0,
             throughput=lat.size / min(1.0, max(now - self.t0, 1e-9)) if now > self.t0 else None,
-            p50=_q(lat, 50), p95=_q(lat, 95), p99=_q(lat, 99),
+            p50=quantile(lat, 50), p95=quantile(lat, 95), p99=quantile(lat, 99),
             client_cpu=(cpu_now - cpu_prev) / (now - t_prev) if now > t_prev else None,
             lag_max=0.0, late=0, not_sent=0,
         )  # fmt: skip
 
     def _cpu_total(self) -> float:
-        return sum(w.cpu[-1][1] for w in [*self.producers, *self.consumers]
-                   if w.cpu and not math.isnan(w.cpu[-1][1]))  # fmt: skip
+        return cpu_total([*self.producers, *self.consumers])
 
     # ---- end ---------------------------------------------------------------------------
     def join(self, timeout_s: float) -> bool:
@@ -444,37 +398,11 @@ class KafkaHandle:
     def _finish(self) -> KafkaResult:
         if self._result is not None:
             return self._result
-        for wk in [*self.producers, *self.consumers]:
-            if wk.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(wk.proc.pid, signal.SIGTERM)
-        for wk in [*self.producers, *self.consumers]:
-            try:
-                wk.proc.wait(10.0)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(wk.proc.pid, signal.SIGKILL)
-                wk.proc.wait(5.0)
-        failures = [f"{w.role} {w.index} exited with status {w.proc.returncode}{self._why(w)}"
-                    for w in [*self.producers, *self.consumers]
-                    if w.proc.returncode not in (0, -signal.SIGTERM)]  # fmt: skip
-        self._result = assemble(self, failure="; ".join(failures) or None)
+        workers = [*self.producers, *self.consumers]
+        end_workers(workers)
+        self._result = assemble(self, failure=failures(workers, self.out))
         self.admin.delete(self.topic.name)
         return self._result
-
-    def _why(self, worker: _Worker) -> str:
-        """The last line of the traceback a failed worker left (its exception), if any."""
-        try:
-            text = (self.out / f"{worker.role}-{worker.index}.error").read_text()
-        except OSError:
-            return ""
-        lines = [line for line in text.splitlines() if line.strip()]
-        return f": {lines[-1][:300]}" if lines else ""
-
-
-def _q(x: np.ndarray, pct: float) -> float | None:
-    x = x[np.isfinite(x)]
-    return float(np.percentile(x, pct)) if x.size else None
 
 
 @dataclass(frozen=True)
@@ -502,7 +430,7 @@ MESSAGE_SCHEMA = {
 }  # fmt: skip
 
 
-def _config_of(worker: _Worker, seq: np.ndarray) -> np.ndarray:
+def _config_of(worker: Worker, seq: np.ndarray) -> np.ndarray:
     """The configuration version each message of ``seq`` was sent with (0: the first)."""
     tail = worker.tails.get("switches")
     switches = tail.all() if tail is not None else np.empty(0, SWITCH)
@@ -632,61 +560,20 @@ def assemble(handle: KafkaHandle, *, failure: str | None) -> KafkaResult:
     )
     cpu = _cpu_rows(handle)
     summary = _summary(handle, msgs, requests, cpu, (a, b), failure)
-    return KafkaResult(summary, requests, _client_samples(handle, cpu))
+    return KafkaResult(summary, requests,
+                       client_samples(cpu, handle.setup, handle.level, handle.rep))  # fmt: skip
 
 
 def _cpu_rows(handle: KafkaHandle) -> pl.DataFrame:
-    """Each worker's CPU (cores) and its main thread's busy share, per sampling interval."""
-    rows = []
-    for w in [*handle.producers, *handle.consumers]:
-        for (t1, c1, m1), (t2, c2, m2) in zip(w.cpu, w.cpu[1:], strict=False):
-            if t2 > t1 and not (math.isnan(c1) or math.isnan(c2)):
-                node = f"{w.role}-{w.index}"
-                rows.append((t2, node, "cpu_cores", (c2 - c1) / (t2 - t1)))
-                if w.role == "producer" and not (math.isnan(m1) or math.isnan(m2)):
-                    rows.append((t2, node, "main_thread_busy", (m2 - m1) / (t2 - t1)))
-    schema = {"t": pl.Float64, "node": pl.String, "metric": pl.String, "value": pl.Float64}
-    return pl.DataFrame(rows, schema=schema, orient="row")
-
-
-def _client_samples(handle: KafkaHandle, rows: pl.DataFrame) -> pl.DataFrame:
-    """The workers as one client (as the HTTP generator is): cores summed, the busiest
-    producer thread, per sampling instant (every worker is sampled at the same instants)."""
-    cores = rows.filter(pl.col("metric") == "cpu_cores").group_by("t").agg(pl.col("value").sum())
-    busy = (
-        rows.filter(pl.col("metric") == "main_thread_busy").group_by("t").agg(pl.col("value").max())
-    )
-    total = pl.concat([cores.with_columns(pl.lit("cpu_cores").alias("metric")),
-                       busy.with_columns(pl.lit("main_thread_busy").alias("metric"))])  # fmt: skip
-    return total.sort("t", "metric").select(
-        "t", pl.lit(handle.setup).alias("setup"), pl.lit(float(handle.level)).alias("level"),
-        pl.lit(handle.rep, pl.Int64).alias("rep"), pl.lit(CLIENT).alias("tier"),
-        pl.lit(NODE).alias("node"), "metric", "value",
-    )  # fmt: skip
-
-
-def _window_cpu(samples: pl.DataFrame, a: float, b: float) -> tuple[float | None, float | None]:
-    """Cores all workers used and the busiest producer main thread's share, over [a, b]."""
-    w = samples.filter((pl.col("t") > a) & (pl.col("t") <= b + SAMPLE_S))
-    if not w.height:
-        return None, None
-    cores = w.filter(pl.col("metric") == "cpu_cores").group_by("node").agg(pl.col("value").mean())
-    main = w.filter(pl.col("metric") == "main_thread_busy")
-    busiest = main.group_by("node").agg(pl.col("value").mean())["value"].max()
-    return float(cores["value"].sum()), (None if busiest is None else float(busiest))  # type: ignore[arg-type]
+    """Each worker's CPU (cores) and each producer's main thread's busy share."""
+    return cpu_rows([*handle.producers, *handle.consumers], ("producer",))
 
 
 def _client_verdict(cpu: pl.DataFrame, a: float, b: float) -> dict[str, Any]:
-    """Whether the client was the bottleneck over [a, b], from the workers' CPU rows."""
-    cores, busiest = _window_cpu(cpu, a, b)
-    # Late sends are no verdict here: a full producer queue (the brokers pushing back) makes
-    # them as surely as a slow client does; a busy producer thread is the client's own limit.
-    bottleneck, near, why = verdict(
-        busiest_thread=busiest, cores_used=cores, lag_p99=None, late=0, sent=0,
-        not_sent=0, machine_busy=None, late_threshold_s=LATE_S,
-    )  # fmt: skip
-    return {"client_cpu": cores, "client_cpu_max_thread": busiest, "client_bottleneck": bottleneck,
-            "client_near_bottleneck": near, "client_bottleneck_why": why}  # fmt: skip
+    """Whether the client was the bottleneck over [a, b], from the workers' CPU rows. Late
+    sends are no verdict here: a full producer queue (the brokers pushing back) makes them as
+    surely as a slow client does; a busy producer thread is the client's own limit."""
+    return _verdict(cpu, a, b)
 
 
 def client_verdict(handle: KafkaHandle, a: float, b: float) -> dict[str, Any]:
@@ -728,9 +615,9 @@ def _summary(
         "errors": total - delivered,
         "error_rate": (total - delivered) / total if total else None,
         "errors_by_class": {k: v for k, v in by_status.items() if k != "ok"},
-        "latency": _quantiles(lat),
-        "latency_uncorrected": _quantiles(uncorrected),
-        "send_lag": _quantiles(lag, ("p50", "p99", "max")),
+        "latency": quantiles(lat),
+        "latency_uncorrected": quantiles(uncorrected),
+        "send_lag": quantiles(lag, ("p50", "p99", "max")),
         "late": late,
         "late_threshold_s": LATE_S,
         "lag": {"p50": None, "p99": None, "max": None},
@@ -747,22 +634,6 @@ def _summary(
     if failure is not None:
         doc["failure"] = failure
     return doc
-
-
-def _quantiles(x: np.ndarray, keys: tuple[str, ...] = ("mean", "p50", "p95", "p99", "max")
-               ) -> dict[str, float | None]:  # fmt: skip
-    x = x[np.isfinite(x)] if x.size else x
-    out: dict[str, float | None] = {}
-    for k in keys:
-        if not x.size:
-            out[k] = None
-        elif k == "mean":
-            out[k] = float(x.mean())
-        elif k == "max":
-            out[k] = float(x.max())
-        else:
-            out[k] = float(np.percentile(x, float(k[1:])))
-    return out
 
 
 __all__ = [

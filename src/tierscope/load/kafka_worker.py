@@ -30,7 +30,6 @@ second, so that whatever happens the parent keeps what was measured up to then. 
 from __future__ import annotations
 
 import json
-import signal
 import struct
 import sys
 import time
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tierscope.load._records import FLUSH_EVERY_S, Appender, schedule, stop_flag
 
 SEND = np.dtype([("seq", "<i8"), ("intended", "<f8"), ("sent", "<f8")])
 REPORT = np.dtype(
@@ -57,58 +58,7 @@ STATS = np.dtype(
 #: a live reconfiguration: from message ``seq`` on, configuration ``version`` sends
 SWITCH = np.dtype([("version", "<i4"), ("seq", "<i8"), ("t", "<f8")])
 KEY = struct.Struct("<iq")  # producer index, sequence number
-FLUSH_EVERY_S = 0.25
 STATS_MS = 500
-
-
-def schedule(
-    rate: float,
-    ramp_up: float,
-    steady: float,
-    ramp_down: float,
-    *,
-    arrivals: str,
-    seed: int,
-    count: int | None = None,
-) -> np.ndarray:
-    """Intended send times (seconds from the start) of one producer: the rate ramps linearly
-    from 0 over ``ramp_up``, holds for ``steady`` and falls to 0 over ``ramp_down``; or,
-    with ``count``, that many messages at the constant ``rate``."""
-    rng = np.random.default_rng(seed)
-    if count is not None:
-        marks = np.cumsum(rng.exponential(1.0, count)) if arrivals == "poisson" else (
-            np.arange(count, dtype=float))  # fmt: skip
-        return marks / rate
-    # cumulative expected messages Λ(t) on a fine grid, inverted at the arrival marks
-    total = ramp_up + steady + ramp_down
-    t = np.linspace(0.0, total, max(2, int(total * 1000) + 1))
-    lam = rate * np.minimum.reduce(
-        [np.ones_like(t), t / ramp_up if ramp_up else np.ones_like(t),
-         (total - t) / ramp_down if ramp_down else np.ones_like(t)]
-    )  # fmt: skip
-    cum = np.concatenate([[0.0], np.cumsum((lam[1:] + lam[:-1]) / 2 * np.diff(t))])
-    expected = cum[-1]
-    if arrivals == "poisson":
-        n = rng.poisson(expected)
-        marks = np.sort(rng.uniform(0.0, expected, n))  # Poisson given its count
-    else:
-        marks = np.arange(0.5, expected, 1.0)
-    return np.interp(marks, cum, t)
-
-
-class _Appender:
-    """Appends rows of a dtype to a file."""
-
-    def __init__(self, path: Path) -> None:
-        self.fh = open(path, "ab")  # noqa: SIM115 - closed in close()
-
-    def write(self, rows: np.ndarray) -> None:
-        if rows.size:
-            rows.tofile(self.fh)
-            self.fh.flush()
-
-    def close(self) -> None:
-        self.fh.close()
 
 
 class _Control:
@@ -184,12 +134,12 @@ def produce(cfg: dict[str, Any]) -> None:
     sent_at: list[float] = []
     payload = bytes(int(cfg["message_size"]))
     poll_s = cfg.get("poll_s")
-    sends = _Appender(out / f"producer-{index}.sends")
-    reps = _Appender(out / f"producer-{index}.reports")
-    counts = _Appender(out / f"producer-{index}.stats")
-    switch_log = _Appender(out / f"producer-{index}.switches")
+    sends = Appender(out / f"producer-{index}.sends")
+    reps = Appender(out / f"producer-{index}.reports")
+    counts = Appender(out / f"producer-{index}.stats")
+    switch_log = Appender(out / f"producer-{index}.switches")
     flushed, next_flush = 0, time.monotonic() + FLUSH_EVERY_S
-    stop = _stop_flag()
+    stop = stop_flag()
     mono, pack = time.monotonic, KEY.pack
 
     def flush_records(upto: int) -> None:
@@ -294,8 +244,8 @@ def consume(cfg: dict[str, Any]) -> None:
         }
     )
     consumer.assign([TopicPartition(cfg["topic"], p, OFFSET_BEGINNING) for p in cfg["partitions"]])
-    rows = _Appender(out / f"consumer-{index}.consumed")
-    stop = _stop_flag()
+    rows = Appender(out / f"consumer-{index}.consumed")
+    stop = stop_flag()
     got: list[tuple[int, int, float, int, int]] = []
     next_flush = time.monotonic() + FLUSH_EVERY_S
     unpack, mono = KEY.unpack, time.monotonic
@@ -311,26 +261,6 @@ def consume(cfg: dict[str, Any]) -> None:
     rows.write(np.array(got, dtype=CONSUMED))
     rows.close()
     consumer.close()
-
-
-class _StopFlag:
-    def __init__(self) -> None:
-        self.set = False
-
-    def __bool__(self) -> bool:
-        return self.set
-
-
-def _stop_flag() -> _StopFlag:
-    """A flag SIGTERM sets (the worker then writes what it has and exits)."""
-    flag = _StopFlag()
-
-    def handler(signum: int, frame: Any) -> None:
-        flag.set = True
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return flag
 
 
 def main(argv: list[str]) -> int:

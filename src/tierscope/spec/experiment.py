@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tierscope.errors import TEXT_CHARS, SpecError, clip
 from tierscope.spec._load import MAX_DEPTH, load_yaml, shape_problem
 from tierscope.spec._types import Integer, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt
+from tierscope.spec.cassandra import CassandraWorkload, KeyspaceSpec
 from tierscope.spec.graph import (
     MAX_COMPONENTS,
     NAME,
@@ -51,6 +52,8 @@ from tierscope.spec.kafka import (
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 TIERS = THREE_TIERS
+#: The server kinds: their one component and the field that counts its replicas.
+SERVERS = {"kafka": ("broker", "brokers"), "cassandra": ("node", "nodes")}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
@@ -278,7 +281,7 @@ class SystemSpec(BaseModel):
 
     model_config = _STRICT
 
-    kind: Literal["embedded", "webstack", "attach", "kafka"] = "embedded"
+    kind: Literal["embedded", "webstack", "attach", "kafka", "cassandra"] = "embedded"
     topology: str = Field("1/1/1", description="replicas web/app/db, e.g. 1/2/1")
     tiers: dict[Literal["web", "app", "db"], TierSpec] = Field(default_factory=dict)
     entry: str | None = Field(None, description="the component the load enters through")
@@ -288,32 +291,37 @@ class SystemSpec(BaseModel):
     seed: Integer = Field(1, description="seed of the database contents")
     brokers: PositiveInt | None = Field(None, description="kafka: how many brokers (default 1)")
     topic: TopicSpec | None = Field(None, description="kafka: partitions, replication, min_insync")
+    nodes: PositiveInt | None = Field(None, description="cassandra: how many nodes (default 1)")
+    keyspace: KeyspaceSpec | None = Field(None, description="cassandra: the replication factor")
 
     @model_validator(mode="before")
     @classmethod
-    def _kafka_broker(cls, data: Any) -> Any:
-        """kafka's one component is ``broker``, with ``brokers`` replicas (resources only)."""
-        if not isinstance(data, dict) or data.get("kind") != "kafka":
+    def _server_component(cls, data: Any) -> Any:
+        """kafka's one component is ``broker`` with ``brokers`` replicas, cassandra's ``node``
+        with ``nodes`` replicas (resources only)."""
+        if not isinstance(data, dict) or data.get("kind") not in SERVERS:
             return data
+        kind = data["kind"]
+        name, count = SERVERS[kind]
         comps = data.get("components")
         if comps is None:
-            comps = {"broker": {}}
-        if not isinstance(comps, dict) or set(comps) != {"broker"}:
+            comps = {name: {}}
+        if not isinstance(comps, dict) or set(comps) != {name}:
             raise _FieldError(
                 "components",
-                "kafka's component is broker: components: {broker: {cpu: 0.5, memory: 1G}}",
+                f"{kind}'s component is {name}: components: {{{name}: {{cpu: 0.5, memory: 1G}}}}",
             )
-        broker = comps["broker"] if comps["broker"] is not None else {}
-        if not isinstance(broker, dict):
+        spec = comps[name] if comps[name] is not None else {}
+        if not isinstance(spec, dict):
             return data  # the model reports the type
-        extra = sorted(set(broker) - {"cpu", "cpuset", "memory"})
+        extra = sorted(set(spec) - {"cpu", "cpuset", "memory"})
         if extra:
             raise _FieldError(
-                f"components.broker.{extra[0]}",
-                "a broker takes cpu, cpuset and memory (replicas: system.brokers)",
+                f"components.{name}.{extra[0]}",
+                f"a {name} takes cpu, cpuset and memory (replicas: system.{count})",
             )
-        brokers = data.get("brokers", 1)
-        return {**data, "components": {"broker": {**broker, "replicas": brokers}}}
+        replicas = data.get(count, 1)
+        return {**data, "components": {name: {**spec, "replicas": replicas}}}
 
     @field_validator("topology")
     @classmethod
@@ -342,11 +350,14 @@ class SystemSpec(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> SystemSpec:
+        for name, kind in (("brokers", "kafka"), ("topic", "kafka"), ("nodes", "cassandra"),
+                           ("keyspace", "cassandra")):  # fmt: skip
+            if getattr(self, name) is not None and self.kind != kind:
+                raise _FieldError(name, f"{name} belongs to kind {kind}")
         if self.kind == "kafka":
             return self._kafka_shape()
-        for name in ("brokers", "topic"):
-            if getattr(self, name) is not None:
-                raise _FieldError(name, f"{name} belongs to kind kafka")
+        if self.kind == "cassandra":
+            return self._cassandra_shape()
         if self.components is None:
             if self.entry is not None and self.entry != "web":
                 raise _FieldError(
@@ -437,6 +448,21 @@ class SystemSpec(BaseModel):
                 "topic.min_insync", f"at most the replication factor {topic.replication}"
             )
         return self
+
+    def _cassandra_shape(self) -> SystemSpec:
+        given = sorted({"topology", "tiers", "entry"} & self.model_fields_set)
+        if given:
+            raise _FieldError(given[0], "kind cassandra has nodes (system.nodes), not tiers")
+        nodes, rf = self.nodes or 1, self.cassandra_keyspace.replication
+        if rf > nodes:
+            raise _FieldError(
+                "keyspace.replication", f"{rf} replicas need as many nodes, not {nodes}"
+            )
+        return self
+
+    @property
+    def cassandra_keyspace(self) -> KeyspaceSpec:
+        return self.keyspace or KeyspaceSpec()  # type: ignore[call-arg]
 
     @property
     def kafka_topic(self) -> TopicSpec:
@@ -637,6 +663,13 @@ class FaultSpec(BaseModel):
         return out
 
 
+def _workload_error(exc: ValidationError) -> _FieldError:
+    """The first problem of a server kind's workload, located under ``workload``."""
+    err = exc.errors()[0]
+    where = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in err["loc"])
+    return _FieldError("workload" + where, err["msg"].removeprefix("Value error, "))
+
+
 class ExperimentSpec(BaseModel):
     model_config = _STRICT
 
@@ -667,12 +700,7 @@ class ExperimentSpec(BaseModel):
         try:
             workload = self.kafka_workload
         except ValidationError as exc:
-            err = exc.errors()[0]
-            raise _FieldError(
-                "workload" + "".join(f".{p}" if isinstance(p, str) else f"[{p}]"
-                                     for p in err["loc"]),
-                err["msg"].removeprefix("Value error, "),
-            ) from None  # fmt: skip
+            raise _workload_error(exc) from None
         for key, values in (self.sweep.grid or {}).items():
             problem = grid_problem(key, values)
             if problem is not None:
@@ -688,6 +716,25 @@ class ExperimentSpec(BaseModel):
     def kafka_workload(self) -> KafkaWorkload:
         """The workload of a kafka system (ValidationError if it is not one)."""
         return KafkaWorkload.model_validate(self.workload)
+
+    @model_validator(mode="after")
+    def _cassandra_workload(self) -> ExperimentSpec:
+        if self.system.kind != "cassandra":
+            return self
+        try:
+            self.cassandra_workload  # noqa: B018 - validates
+        except ValidationError as exc:
+            raise _workload_error(exc) from None
+        for i, f in enumerate(self.faults):
+            if f.kind == "network":
+                raise _FieldError(f"faults[{i}].kind", "a cassandra system takes stall and "
+                                  "cpu_hog faults on its nodes")  # fmt: skip
+        return self
+
+    @property
+    def cassandra_workload(self) -> CassandraWorkload:
+        """The workload of a cassandra system (ValidationError if it is not one)."""
+        return CassandraWorkload.model_validate(self.workload)
 
     @model_validator(mode="after")
     def _faults_fit_topology(self) -> ExperimentSpec:

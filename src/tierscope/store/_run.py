@@ -135,7 +135,7 @@ class RunWriter:
         parts = self._part_files(table)
         if parts:
             tmp = final.with_suffix(".parquet.tmp")
-            pl.scan_parquet(parts).sink_parquet(tmp)
+            _scan_parts(parts).sink_parquet(tmp)
             os.replace(tmp, final)
             shutil.rmtree(self._parts_dir(table))
         else:
@@ -423,7 +423,16 @@ def scan_table(run_dir: str | os.PathLike[str], table: str) -> pl.LazyFrame | No
             raise _damaged(file, exc) from None
     if not files:
         return None
-    return pl.scan_parquet(files[0] if files[0] == final else files)
+    return pl.scan_parquet(final) if files[0] == final else _scan_parts(files)
+
+
+def _scan_parts(parts: list[Path]) -> pl.LazyFrame:
+    """Parts of one table as one frame; a table whose columns grow as the run goes (the points
+    table gains a metric that a later level first measured) has nulls where a part lacked one."""
+    schemas = [pl.read_parquet_schema(p) for p in parts]
+    if all(s == schemas[0] for s in schemas):
+        return pl.scan_parquet(parts)
+    return pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
 
 
 def _damaged(file: Path, exc: BaseException) -> InputError:

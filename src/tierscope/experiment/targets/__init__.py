@@ -105,6 +105,11 @@ class LoadDriver(Protocol):
         setup=, rep=)`` returns a handle as :class:`tierscope.load.LoadGenerator`'s does."""
         ...
 
+    def prepare(self, workload: Any) -> dict[str, Any]:
+        """Make the system ready for ``workload`` before its first level (a database's records
+        loaded); what it did, for the run's events (empty: nothing to do)."""
+        ...
+
 
 @dataclass
 class HttpDriver:
@@ -123,6 +128,9 @@ class HttpDriver:
         return LoadGenerator(
             workload, self.entry_urls, seed=seed, request_id_prefix=request_id_prefix
         )
+
+    def prepare(self, workload: Any) -> dict[str, Any]:
+        return {}
 
 
 @dataclass
@@ -229,6 +237,7 @@ BUILT_IN = {
     "webstack": "tierscope.experiment.targets.webstack",
     "attach": "tierscope.experiment.targets.attach",
     "kafka": "tierscope.experiment.targets.kafka",
+    "cassandra": "tierscope.experiment.targets.cassandra",
 }
 
 

@@ -60,6 +60,9 @@ class KafkaDriver:
     def workload(self, doc: dict[str, Any], source: str) -> KafkaWorkload:
         return parse_kafka_workload(doc, source)
 
+    def prepare(self, workload: Any) -> dict[str, Any]:
+        return {}  # each level writes a fresh topic
+
     def generator(self, workload: Any, *, seed: int, request_id_prefix: str) -> Any:
         from tierscope.load.kafka import KafkaLoad
 
