@@ -17,7 +17,6 @@ native port accepts connections and its ``StorageService`` says ``NORMAL`` with 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import time
@@ -30,7 +29,7 @@ from tierscope.errors import InputError
 from tierscope.experiment.artifacts import ARTIFACTS, java, libs
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.jolokia import agent_argument
-from tierscope.experiment.processes import StartError, Supervisor
+from tierscope.experiment.processes import StartError, Supervisor, free_ports
 
 __all__ = ["MAX_NODES", "CassandraCluster", "CassandraNode", "start_cassandra"]
 
@@ -159,15 +158,6 @@ def tokens(n: int) -> list[int]:
     return [-(2**63) + i * (2**64 // n) for i in range(n)]
 
 
-def _free_ports(host: str, n: int) -> list[int]:
-    """``n`` different free ports of ``host`` (held together while they are chosen)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind((host, 0))
-        return [int(s.getsockname()[1]) for s in socks]
-
-
 def _yaml(node: CassandraNode, seeds: list[CassandraNode], *, concurrent_reads: int,
           concurrent_writes: int) -> str:  # fmt: skip
     d = node.directory / "data"
@@ -278,7 +268,7 @@ def start_cassandra(
         host = f"127.0.0.{20 + i}"
         d = workdir / f"node-{i}"
         (d / "data").mkdir(parents=True)
-        storage, native, agent = _free_ports(host, 3)
+        storage, native, agent = free_ports(host, 3)
         nodes.append(CassandraNode(i, host, storage, native, agent, d, token))
     cluster = CassandraCluster(nodes, supervisor)
     procs = []

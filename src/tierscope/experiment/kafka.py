@@ -14,7 +14,6 @@ Kafka's own tool (partitions, replication factor, ``min.insync.replicas``).
 from __future__ import annotations
 
 import base64
-import contextlib
 import socket
 import time
 import uuid
@@ -27,7 +26,7 @@ from tierscope.experiment.artifacts import ARTIFACTS, java, libs
 from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.jolokia import agent_argument
 from tierscope.experiment.netem import LinkFault
-from tierscope.experiment.processes import StartError, Supervisor
+from tierscope.experiment.processes import StartError, Supervisor, free_ports
 
 __all__ = ["Broker", "KafkaCluster", "start_kafka"]
 
@@ -190,15 +189,6 @@ def _cluster_id() -> str:
             return text
 
 
-def _free_ports(host: str, n: int) -> list[int]:
-    """``n`` different free ports of ``host`` (held together while they are chosen)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind((host, 0))
-        return [int(s.getsockname()[1]) for s in socks]
-
-
 def _properties(b: Broker, voters: str) -> str:
     clients = (f"PLAINTEXT://{b.address},CONSUMERS://{b.host}:{b.consumer_port},"
                f"REPLICATION://{b.host}:{b.replication_port}")  # fmt: skip
@@ -272,7 +262,7 @@ def start_kafka(
         host = f"127.0.0.{10 + i}"
         d = workdir / f"broker-{i}"
         d.mkdir(parents=True)
-        port, controller, consumer, replication, agent = _free_ports(host, 5)
+        port, controller, consumer, replication, agent = free_ports(host, 5)
         nodes.append(Broker(i, host, port, controller, d, consumer, replication,
                             agent if jolokia else 0))  # fmt: skip
     voters = ",".join(f"{b.node_id}@{b.host}:{b.controller_port}" for b in nodes)

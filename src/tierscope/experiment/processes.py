@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,16 @@ def import_path() -> list[str]:
         for p in sys.path
         if p and os.path.isabs(p) and p not in cwd and os.path.realpath(p) not in cwd
     ]
+
+
+def free_ports(host: str, n: int) -> list[int]:
+    """``n`` different free ports of ``host`` (held together while they are chosen), for a
+    server this run starts."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def python_argv(module: str, *args: str) -> list[str]:

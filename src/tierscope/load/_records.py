@@ -7,6 +7,7 @@ what was measured up to then (:class:`tierscope.load._workers.Tail` reads them).
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,22 @@ class StopFlag:
 
     def __bool__(self) -> bool:
         return self.set
+
+
+def run_worker(argv: list[str], role: Any) -> int:
+    """A worker's entry: its configuration file (``argv[0]``) handed to ``role(cfg)`` for its
+    role; a failure leaves its traceback in ``<out>/<role>-<index>.error`` for the parent to
+    report, and the worker exits with status 1."""
+    cfg = json.loads(Path(argv[0]).read_text())
+    try:
+        role(cfg)
+    except Exception:  # the parent reports why the worker failed
+        import traceback
+
+        error = Path(cfg["out"]) / f"{cfg['role']}-{cfg['index']}.error"
+        error.write_text(traceback.format_exc())
+        raise
+    return 0
 
 
 def stop_flag() -> StopFlag:

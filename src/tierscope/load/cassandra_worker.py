@@ -25,7 +25,6 @@ more, waits briefly for what is in flight, writes what it has and exits.
 from __future__ import annotations
 
 import heapq
-import json
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tierscope.load._records import FLUSH_EVERY_S, Appender, schedule, stop_flag
+from tierscope.load._records import FLUSH_EVERY_S, Appender, run_worker, schedule, stop_flag
 
 OPS = ("read", "update", "insert", "scan", "readmodifywrite")
 #: status codes of a record: 0 ok, else the index of the driver's error here
@@ -388,17 +387,10 @@ def run_loader(cfg: dict[str, Any], stop: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    cfg = json.loads(Path(argv[0]).read_text())
     stop = stop_flag()
-    try:
-        (run_loader if cfg["role"] == "loader" else run_client)(cfg, stop)
-    except Exception:  # the parent reports why the worker failed
-        import traceback
-
-        error = Path(cfg["out"]) / f"{cfg['role']}-{cfg['index']}.error"
-        error.write_text(traceback.format_exc())
-        raise
-    return 0
+    return run_worker(
+        argv, lambda cfg: (run_loader if cfg["role"] == "loader" else run_client)(cfg, stop)
+    )
 
 
 if __name__ == "__main__":

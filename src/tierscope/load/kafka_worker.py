@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tierscope.load._records import FLUSH_EVERY_S, Appender, schedule, stop_flag
+from tierscope.load._records import FLUSH_EVERY_S, Appender, run_worker, schedule, stop_flag
 
 SEND = np.dtype([("seq", "<i8"), ("intended", "<f8"), ("sent", "<f8")])
 REPORT = np.dtype(
@@ -264,16 +264,7 @@ def consume(cfg: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    cfg = json.loads(Path(argv[0]).read_text())
-    try:
-        (produce if cfg["role"] == "producer" else consume)(cfg)
-    except Exception:  # the parent reports why the worker failed
-        import traceback
-
-        error = Path(cfg["out"]) / f"{cfg['role']}-{cfg['index']}.error"
-        error.write_text(traceback.format_exc())
-        raise
-    return 0
+    return run_worker(argv, lambda cfg: (produce if cfg["role"] == "producer" else consume)(cfg))
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ class CassandraWorkload(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _scan_routing(self) -> CassandraWorkload:
+    def _think_time_is_closed(self) -> CassandraWorkload:
         if self.mode != "closed" and self.think_time > 0:
             raise ValueError("think_time belongs to mode closed")
         return self
