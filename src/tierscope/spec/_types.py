@@ -7,9 +7,11 @@ before pydantic converts them. Everything else (``5``, ``5.0``, ``"5"``) is read
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+
+from tierscope.errors import SpecError
 
 
 def _not_bool(value: Any) -> Any:
@@ -38,4 +40,21 @@ __all__ = [
     "PositiveFloat",
     "PositiveInt",
     "Probability",
+    "validated",
 ]
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], doc: dict[str, Any], source: str) -> M:
+    """``doc`` as a ``model`` (a server kind's workload); SpecError naming ``source`` and each
+    bad field."""
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        problems = [
+            (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
+            for e in exc.errors()
+        ]
+        raise SpecError(source, problems) from None

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tierscope.errors import SpecError
-from tierscope.spec._types import NonNegFloat, PositiveFloat, PositiveInt
+from tierscope.spec._types import NonNegFloat, PositiveFloat, PositiveInt, validated
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -172,14 +171,7 @@ def replicas_needed(consistency: str, replication: int) -> int:
 
 def parse_cassandra_workload(doc: dict[str, Any], source: str = "<workload>") -> CassandraWorkload:
     """``doc`` as a cassandra workload; SpecError naming ``source`` and each bad field."""
-    try:
-        return CassandraWorkload.model_validate(doc)
-    except ValidationError as exc:
-        problems = [
-            (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()
-        ]
-        raise SpecError(source, problems) from None
+    return validated(CassandraWorkload, doc, source)
 
 
 __all__ = [

@@ -27,8 +27,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tierscope.errors import SpecError
-from tierscope.spec._types import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Probability
+from tierscope.spec._types import (
+    NonNegFloat,
+    NonNegInt,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    validated,
+)
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -306,14 +312,7 @@ def grid_problem(key: str, values: Any) -> str | None:
 
 def parse_kafka_workload(doc: dict[str, Any], source: str = "<workload>") -> KafkaWorkload:
     """``doc`` as a kafka workload; SpecError naming ``source`` and each bad field."""
-    try:
-        return KafkaWorkload.model_validate(doc)
-    except ValidationError as exc:
-        problems = [
-            (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()
-        ]
-        raise SpecError(source, problems) from None
+    return validated(KafkaWorkload, doc, source)
 
 
 __all__ = [
