@@ -19,13 +19,16 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from tierscope.load._frames import CLIENT, NODE
 from tierscope.load._summary import verdict
+
+if TYPE_CHECKING:
+    from tierscope.load.generator import LoadSnapshot
 
 #: How often each worker's CPU is sampled.
 SAMPLE_S = 0.25
@@ -210,3 +213,116 @@ def quantiles(x: np.ndarray, keys: tuple[str, ...] = ("mean", "p50", "p95", "p99
         else:
             out[k] = float(np.percentile(x, float(k[1:])))
     return out
+
+
+class WorkerHandle:
+    """A running load of worker processes (Kafka's producers and consumers, Cassandra's YCSB
+    clients): the level's phase times, the live snapshot, waiting and stopping, shared.
+
+    A subclass names its workers (:attr:`workers`; :attr:`offering`, those that offer the
+    load), reads their new records into :attr:`counts` (``sent``, ``completed``, ``errors``)
+    and :attr:`recent` (latencies seen, by when) in :meth:`poll_records`, may wait for more
+    than the offering workers' end (:meth:`drained`), and assembles its result from what the
+    ended workers wrote (:meth:`assemble`)."""
+
+    def __init__(self, out: Path, *, level: float, setup: str, rep: int,
+                 times: tuple[float, float, float, float]) -> None:  # fmt: skip
+        self.out = out
+        self.level, self.setup, self.rep = level, setup, rep
+        self.t0, self.steady_start, self.steady_end, self.load_end = times
+        self.counts = {"sent": 0, "completed": 0, "errors": 0}
+        self.recent: list[tuple[float, np.ndarray]] = []
+        self.stopped_at: float | None = None
+        self.result: Any = None
+        self._last_snapshot_cpu = (self.t0, 0.0)
+
+    # ---- what a kind of load says ------------------------------------------------------------
+    @property
+    def workers(self) -> list[Worker]:
+        raise NotImplementedError
+
+    @property
+    def offering(self) -> list[Worker]:
+        return self.workers
+
+    def poll_records(self) -> None:
+        raise NotImplementedError
+
+    def drained(self) -> bool:
+        """Whether what the ended offering workers started has all come back (default: yes)."""
+        return True
+
+    def assemble(self, failure: str | None) -> Any:
+        raise NotImplementedError
+
+    # ---- shared ------------------------------------------------------------------------------
+    def keep_recent(self, now: float, latencies: np.ndarray) -> None:
+        """Latencies seen at ``now``, for the snapshot's last second."""
+        self.recent.append((now, latencies))
+        self.recent = [(t, x) for t, x in self.recent if t > now - 1.0]
+
+    @property
+    def done(self) -> bool:
+        if self.result is not None:
+            return True
+        sample_cpu(self.workers)
+        return all(w.proc.poll() is not None for w in self.offering) and self.drained()
+
+    def phase(self, now: float) -> str:
+        if self.result is not None:
+            return "done"
+        return ("starting" if now < self.t0 else "ramp-up" if now < self.steady_start
+                else "steady" if now < self.steady_end else "ramp-down" if now < self.load_end
+                else "draining")  # fmt: skip
+
+    def snapshot(self) -> LoadSnapshot:
+        from tierscope.load.generator import LoadSnapshot
+
+        now = time.monotonic()
+        sample_cpu(self.workers)
+        self.poll_records()
+        self.recent = [(t, x) for t, x in self.recent if t > now - 1.0]
+        lat = np.concatenate([x for _, x in self.recent] or [np.empty(0)])
+        cpu_now = cpu_total(self.workers)
+        t_prev, cpu_prev = self._last_snapshot_cpu
+        self._last_snapshot_cpu = (now, cpu_now)
+        c = self.counts
+        return LoadSnapshot(
+            elapsed=now - self.t0, phase=self.phase(now), sent=c["sent"],
+            completed=c["completed"], errors=c["errors"], outstanding=c["sent"] - c["completed"],
+            active=sum(w.proc.poll() is None for w in self.offering), connections=0,
+            throughput=lat.size / min(1.0, max(now - self.t0, 1e-9)) if now > self.t0 else None,
+            p50=quantile(lat, 50), p95=quantile(lat, 95), p99=quantile(lat, 99),
+            client_cpu=(cpu_now - cpu_prev) / (now - t_prev) if now > t_prev else None,
+            lag_max=0.0, late=0, not_sent=0,
+        )  # fmt: skip
+
+    def join(self, timeout_s: float) -> bool:
+        """Whether the load ended within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not self.done:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def wait(self) -> Any:
+        try:
+            while not self.done:
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        return self.finish()
+
+    def stop(self) -> Any:
+        """Stop now (workers write what they have) and return what was measured."""
+        if self.stopped_at is None and self.result is None:
+            self.stopped_at = time.monotonic()
+        return self.finish()
+
+    def finish(self) -> Any:
+        if self.result is None:
+            end_workers(self.workers)
+            self.result = self.assemble(failures(self.workers, self.out))
+        return self.result

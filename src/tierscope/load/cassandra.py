@@ -38,18 +38,15 @@ from tierscope.load._workers import (
     LATE_S,
     Tail,
     Worker,
+    WorkerHandle,
     client_samples,
     client_verdict,
     cpu_rows,
-    cpu_total,
     end_workers,
     failures,
-    quantile,
     quantiles,
-    sample_cpu,
 )
 from tierscope.load.cassandra_worker import ERRORS, OPS, OPS_ROW, TABLE
-from tierscope.load.generator import LoadSnapshot
 from tierscope.spec.cassandra import CassandraWorkload
 
 #: Before the first intended operation: the clients import the driver and connect meanwhile.
@@ -211,22 +208,21 @@ def load_records(load: CassandraLoad, *, loaders: int = 2, timeout_s: float = 18
     return time.monotonic() - start
 
 
-class CassandraHandle:
-    """A running Cassandra load (see :class:`CassandraLoad`)."""
+class CassandraHandle(WorkerHandle):
+    """A running Cassandra load (see :class:`CassandraLoad`). A client writes an operation's
+    row when it completes, so ``sent`` counts what completed (none is seen outstanding)."""
 
     def __init__(self, load: CassandraLoad, out: Path, *, level: float, setup: str, rep: int,
                  times: tuple[float, float, float, float]) -> None:  # fmt: skip
-        self.load, self.out = load, out
-        self.level, self.setup, self.rep = level, setup, rep
-        self.t0, self.steady_start, self.steady_end, self.load_end = times
+        super().__init__(out, level=level, setup=setup, rep=rep, times=times)
+        self.load = load
         self.clients: list[Worker] = []
-        self._stopped_at: float | None = None
-        self._result: CassandraResult | None = None
-        self._recent: list[tuple[float, np.ndarray]] = []
-        self.counts = {"completed": 0, "errors": 0}
-        self._last_snapshot_cpu = (self.t0, 0.0)
 
-    def _poll(self) -> None:
+    @property
+    def workers(self) -> list[Worker]:
+        return self.clients
+
+    def poll_records(self) -> None:
         now = time.monotonic()
         for c in self.clients:
             new = c.tails["ops"].read()
@@ -234,58 +230,11 @@ class CassandraHandle:
                 self.counts["completed"] += new.size
                 ok = new[new["status"] == 0]
                 self.counts["errors"] += new.size - ok.size
-                self._recent.append((now, ok["end"] - ok["intended"]))
-        self._recent = [(t, x) for t, x in self._recent if t > now - 1.0]
+                self.keep_recent(now, ok["end"] - ok["intended"])
+        self.counts["sent"] = self.counts["completed"]
 
-    @property
-    def done(self) -> bool:
-        if self._result is not None:
-            return True
-        sample_cpu(self.clients)
-        return all(c.proc.poll() is not None for c in self.clients)
-
-    def snapshot(self) -> LoadSnapshot:
-        now = time.monotonic()
-        sample_cpu(self.clients)
-        self._poll()
-        lat = np.concatenate([x for _, x in self._recent] or [np.empty(0)])
-        phase = ("starting" if now < self.t0 else "ramp-up" if now < self.steady_start
-                 else "steady" if now < self.steady_end else "ramp-down" if now < self.load_end
-                 else "draining")  # fmt: skip
-        cpu_now = cpu_total(self.clients)
-        t_prev, cpu_prev = self._last_snapshot_cpu
-        self._last_snapshot_cpu = (now, cpu_now)
-        c = self.counts
-        return LoadSnapshot(
-            elapsed=now - self.t0, phase="done" if self._result else phase,
-            sent=c["completed"], completed=c["completed"], errors=c["errors"], outstanding=0,
-            active=sum(w.proc.poll() is None for w in self.clients), connections=0,
-            throughput=lat.size / min(1.0, max(now - self.t0, 1e-9)) if now > self.t0 else None,
-            p50=quantile(lat, 50), p95=quantile(lat, 95), p99=quantile(lat, 99),
-            client_cpu=(cpu_now - cpu_prev) / (now - t_prev) if now > t_prev else None,
-            lag_max=0.0, late=0, not_sent=0,
-        )  # fmt: skip
-
-    def wait(self) -> CassandraResult:
-        try:
-            while not self.done:
-                time.sleep(0.05)
-        except KeyboardInterrupt:
-            self.stop()
-            raise
-        return self._finish()
-
-    def stop(self) -> CassandraResult:
-        """Stop now (clients write what they have) and return what was measured."""
-        if self._stopped_at is None and self._result is None:
-            self._stopped_at = time.monotonic()
-        return self._finish()
-
-    def _finish(self) -> CassandraResult:
-        if self._result is None:
-            end_workers(self.clients)
-            self._result = assemble(self, failure=failures(self.clients, self.out))
-        return self._result
+    def assemble(self, failure: str | None) -> CassandraResult:
+        return assemble(self, failure=failure)
 
 
 @dataclass(frozen=True)
@@ -320,8 +269,8 @@ def operations_frame(handle: CassandraHandle) -> pl.DataFrame:
 def assemble(handle: CassandraHandle, *, failure: str | None) -> CassandraResult:
     ops = operations_frame(handle)
     a, b = handle.steady_start, handle.steady_end
-    if handle._stopped_at is not None:
-        b = min(b, handle._stopped_at)
+    if handle.stopped_at is not None:
+        b = min(b, handle.stopped_at)
     w = handle.load.workload
     level_of = {i: w.consistency_of(op) for i, op in enumerate(OPS)}
     nodes = {i: f"node-{i + 1}" for i in range(len(handle.load.hosts))}
@@ -401,7 +350,7 @@ def _summary(handle: CassandraHandle, requests: pl.DataFrame, cpu: pl.DataFrame,
         "late_threshold_s": LATE_S,
         "lag": {"p50": None, "p99": None, "max": None},
         **client_verdict(cpu, a, b, late=late, sent=sent_in.height if open_schedule else 0),
-        "partial": handle._stopped_at is not None or failure is not None,
+        "partial": handle.stopped_at is not None or failure is not None,
     }
     if failure is not None:
         doc["failure"] = failure

@@ -40,17 +40,12 @@ from tierscope.load._workers import (
     LATE_S,
     Tail,
     Worker,
+    WorkerHandle,
     client_samples,
     cpu_rows,
-    cpu_total,
-    end_workers,
-    failures,
-    quantile,
     quantiles,
-    sample_cpu,
 )
 from tierscope.load._workers import client_verdict as _verdict
-from tierscope.load.generator import LoadSnapshot
 from tierscope.load.kafka_worker import CONSUMED, REPORT, SEND, STATS, STATS_MS, SWITCH
 from tierscope.spec.kafka import KafkaWorkload, TopicSpec
 
@@ -223,8 +218,9 @@ class KafkaLoad:
         return cfg
 
 
-class KafkaHandle:
-    """A running Kafka load (see :class:`KafkaLoad`)."""
+class KafkaHandle(WorkerHandle):
+    """A running Kafka load (see :class:`KafkaLoad`): the producers offer it; it is done when
+    they have ended and the consumers caught up (then they stop)."""
 
     def __init__(
         self,
@@ -238,18 +234,21 @@ class KafkaHandle:
         rep: int,
         times: tuple[float, float, float, float],
     ) -> None:
-        self.load, self.admin, self.topic, self.out = load, admin, topic, out
-        self.level, self.setup, self.rep = level, setup, rep
-        self.t0, self.steady_start, self.steady_end, self.load_end = times
+        super().__init__(out, level=level, setup=setup, rep=rep, times=times)
+        self.load, self.admin, self.topic = load, admin, topic
         self.producers: list[Worker] = []
         self.consumers: list[Worker] = []
         self._producers_done_at: float | None = None
         self._last_progress = time.monotonic()
-        self._stopped_at: float | None = None
-        self._result: KafkaResult | None = None
-        self._recent: list[tuple[float, np.ndarray]] = []
-        self.counts = {"sent": 0, "completed": 0, "errors": 0, "consumed": 0}
-        self._last_snapshot_cpu = (self.t0, 0.0)
+        self.counts["consumed"] = 0
+
+    @property
+    def workers(self) -> list[Worker]:
+        return [*self.producers, *self.consumers]
+
+    @property
+    def offering(self) -> list[Worker]:
+        return self.producers
 
     # ---- workers -----------------------------------------------------------------------
     def launch(self, *, consumers: bool, producers: dict[str, Any] | None = None,
@@ -292,7 +291,7 @@ class KafkaHandle:
         return Worker(cfg["role"], cfg["index"], proc, tails)
 
     # ---- progress ----------------------------------------------------------------------
-    def _poll_records(self) -> None:
+    def poll_records(self) -> None:
         """Read what the workers appended since the last call into the running counts."""
         now = time.monotonic()
         for p in self.producers:
@@ -305,8 +304,7 @@ class KafkaHandle:
                 ok = new[new["error"] == 0]
                 self.counts["errors"] += new.size - ok.size
                 known = ok["seq"] < p.intended.size
-                lat = ok["delivered"][known] - p.intended[ok["seq"][known]]
-                self._recent.append((now, lat))
+                self.keep_recent(now, ok["delivered"][known] - p.intended[ok["seq"][known]])
         self.counts["sent"] = sum(p.tails["sends"].offset // SEND.itemsize for p in self.producers)
         for c in self.consumers:
             c.tails["consumed"].read()
@@ -314,26 +312,15 @@ class KafkaHandle:
         if consumed != self.counts["consumed"]:
             self.counts["consumed"] = consumed
             self._last_progress = now
-        self._recent = [(t, x) for t, x in self._recent if t > now - 1.0]
 
-    @property
-    def producers_done(self) -> bool:
-        return all(p.proc.poll() is not None for p in self.producers)
-
-    @property
-    def done(self) -> bool:
-        """Whether every producer has ended and the consumers caught up (then they stop)."""
-        if self._result is not None:
-            return True
-        self._sample_cpu()
-        if not self.producers_done:
-            return False
+    def drained(self) -> bool:
+        """Whether the consumers caught up with what was delivered (or stopped progressing)."""
         now = time.monotonic()
         if self._producers_done_at is None:
             self._producers_done_at = now
         if not self.consumers:
             return True
-        self._poll_records()
+        self.poll_records()
         delivered = self.counts["completed"] - self.counts["errors"]
         idle = now - max(self._last_progress, self._producers_done_at)
         return (
@@ -343,66 +330,11 @@ class KafkaHandle:
             or any(c.proc.poll() is not None for c in self.consumers)
         )
 
-    def _sample_cpu(self) -> None:
-        sample_cpu([*self.producers, *self.consumers])
-
-    def snapshot(self) -> LoadSnapshot:
-        now = time.monotonic()
-        self._sample_cpu()
-        self._poll_records()
-        c = self.counts
-        lat = np.concatenate([x for _, x in self._recent] or [np.empty(0)])
-        phase = ("starting" if now < self.t0 else "ramp-up" if now < self.steady_start
-                 else "steady" if now < self.steady_end else "ramp-down" if now < self.load_end
-                 else "draining")  # fmt: skip
-        cpu_now = self._cpu_total()
-        t_prev, cpu_prev = self._last_snapshot_cpu
-        self._last_snapshot_cpu = (now, cpu_now)
-        return LoadSnapshot(
-            elapsed=now - self.t0, phase="done" if self._result else phase, sent=c["sent"],
-            completed=c["completed"], errors=c["errors"], outstanding=c["sent"] - c["completed"],
-            active=sum(p.proc.poll() is None for p in self.producers), connections=0,
-            throughput=lat.size / min(1.0, max(now - self.t0, 1e-9)) if now > self.t0 else None,
-            p50=quantile(lat, 50), p95=quantile(lat, 95), p99=quantile(lat, 99),
-            client_cpu=(cpu_now - cpu_prev) / (now - t_prev) if now > t_prev else None,
-            lag_max=0.0, late=0, not_sent=0,
-        )  # fmt: skip
-
-    def _cpu_total(self) -> float:
-        return cpu_total([*self.producers, *self.consumers])
-
     # ---- end ---------------------------------------------------------------------------
-    def join(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not self.done:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def wait(self) -> KafkaResult:
-        try:
-            while not self.done:
-                time.sleep(0.05)
-        except KeyboardInterrupt:
-            self.stop()
-            raise
-        return self._finish()
-
-    def stop(self) -> KafkaResult:
-        """Stop now (workers write what they have) and return what was measured."""
-        if self._stopped_at is None and self._result is None:
-            self._stopped_at = time.monotonic()
-        return self._finish()
-
-    def _finish(self) -> KafkaResult:
-        if self._result is not None:
-            return self._result
-        workers = [*self.producers, *self.consumers]
-        end_workers(workers)
-        self._result = assemble(self, failure=failures(workers, self.out))
+    def assemble(self, failure: str | None) -> KafkaResult:
+        result = assemble(self, failure=failure)
         self.admin.delete(self.topic.name)
-        return self._result
+        return result
 
 
 @dataclass(frozen=True)
@@ -518,8 +450,8 @@ def write_control(
 def assemble(handle: KafkaHandle, *, failure: str | None) -> KafkaResult:
     msgs = messages_frame(handle)
     a, b = handle.steady_start, handle.steady_end
-    if handle._stopped_at is not None:
-        b = min(b, handle._stopped_at)
+    if handle.stopped_at is not None:
+        b = min(b, handle.stopped_at)
     prefix = handle.load.prefix
     errors = msgs["error"].unique().drop_nulls().to_list() if msgs.height else []
     names = {int(c): ("ok" if c == 0 else error_name(int(c))) for c in errors}
@@ -622,7 +554,7 @@ def _summary(
         "late_threshold_s": LATE_S,
         "lag": {"p50": None, "p99": None, "max": None},
         **_client_verdict(samples, a, b),
-        "partial": handle._stopped_at is not None or failure is not None,
+        "partial": handle.stopped_at is not None or failure is not None,
     }
     if total and "copies" in msgs.columns and handle.consumers:
         copies = msgs["copies"]
