@@ -276,13 +276,8 @@ def start_cassandra(
         conf = node.directory / "cassandra.yaml"
         conf.write_text(_yaml(node, nodes, concurrent_reads=concurrent_reads,
                               concurrent_writes=concurrent_writes))  # fmt: skip
-        if hierarchy is not None:
-            node.cgroup = hierarchy.node(node.name)
-            supervisor.note_cgroup(node.cgroup)
-            if memory:
-                node.cgroup.set_memory(memory)
-            if cpuset:
-                node.cgroup.set_cpuset(cpuset)
+        node.cgroup = supervisor.server_cgroup(hierarchy, node.name, memory=memory,
+                                               cpuset=cpuset)  # fmt: skip
         argv = [java_bin, f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", f"@{workdir / 'jvm17.args'}",
                 *[f"-javaagent:{j}" for j in jamm[:1]],
                 agent_argument(node.host, node.jolokia_port),

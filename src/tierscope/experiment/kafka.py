@@ -274,14 +274,8 @@ def start_kafka(
         supervisor.run_once(f"{b.name}-format", _tool_argv(
             jars, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
             "-c", str(b.directory / "server.properties")))  # fmt: skip
-        if hierarchy is not None:
-            b.cgroup = hierarchy.node(b.name)
-            supervisor.note_cgroup(b.cgroup)
-            b.cgroup.set_cpu(cpu)
-            if memory:
-                b.cgroup.set_memory(memory)
-            if cpuset:
-                b.cgroup.set_cpuset(cpuset)
+        b.cgroup = supervisor.server_cgroup(hierarchy, b.name, cpu=cpu, memory=memory,
+                                            cpuset=cpuset)  # fmt: skip
         agent = [agent_argument(b.host, b.jolokia_port)] if b.jolokia_port else []
         argv = [java_bin, *heap, *agent, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                 f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}", "-cp",

@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from tierscope.errors import TierscopeError
 from tierscope.experiment._reaper import kill_group, start_time
-from tierscope.experiment.cgroups import NodeCgroup
+from tierscope.experiment.cgroups import Hierarchy, NodeCgroup
 from tierscope.experiment.leftovers import RunClaim
 
 #: ``python -I -c`` code: set the import path from argv[1] (JSON), run the module in argv[2] as
@@ -127,6 +127,22 @@ class Supervisor:
 
     def note_cgroup(self, node: NodeCgroup) -> None:
         self._note({"cgroups": [str(p) for p in node.paths.values()]})
+
+    def server_cgroup(self, hierarchy: Hierarchy | None, name: str, *, cpu: float | None = None,
+                      memory: int | None = None, cpuset: str | None = None,
+                      ) -> NodeCgroup | None:  # fmt: skip
+        """A server's own cgroup ``name`` under ``hierarchy`` (None without one), noted for
+        the reaper, with its limits set (``cpu`` None: uncapped for now)."""
+        if hierarchy is None:
+            return None
+        group = hierarchy.node(name)
+        self.note_cgroup(group)
+        group.set_cpu(cpu)
+        if memory:
+            group.set_memory(memory)
+        if cpuset:
+            group.set_cpuset(cpuset)
+        return group
 
     def note_paths(self, *paths: Path) -> None:
         self._note({"cgroups": [str(p) for p in paths]})
