@@ -250,6 +250,10 @@ class KafkaHandle(WorkerHandle):
     def offering(self) -> list[Worker]:
         return self.producers
 
+    @property
+    def producers_done(self) -> bool:
+        return all(p.proc.poll() is not None for p in self.producers)
+
     # ---- workers -----------------------------------------------------------------------
     def launch(self, *, consumers: bool, producers: dict[str, Any] | None = None,
                count: int | None = None, rate: float | None = None,
