@@ -23,9 +23,11 @@ Cassandra (per node): the thread pools ``read_stage``, ``mutation_stage`` and
 ``native_transport`` (``_active``, ``_pending`` tasks, ``_completed_s`` per second); the
 coordinator's request latency ``read_ms``, ``write_ms`` and per consistency level
 (``read_one_ms``, ``read_quorum_ms``, ``read_all_ms``, ``write_…``) with their rates (``reads_s``,
-``read_one_s``, …); dropped messages (``dropped_reads_s``, ``dropped_mutations_s``); compaction
-(``compaction_pending``, ``compaction_bytes_s``); and ``gc_busy``, the share of time in G1's
-stop-the-world pauses.
+``read_one_s``, …); the reads and writes of YCSB's table the node executed itself, for its
+own requests or as another coordinator's replica (``table_reads_s``, ``table_writes_s``) and
+their mean time there (``table_read_ms``, ``table_write_ms``); dropped messages
+(``dropped_reads_s``, ``dropped_mutations_s``); compaction (``compaction_pending``,
+``compaction_bytes_s``); and ``gc_busy``, the share of time in G1's stop-the-world pauses.
 """
 
 from __future__ import annotations
@@ -129,6 +131,14 @@ def _cassandra() -> tuple[Metric, ...]:
             req = f"{m}type=ClientRequest,scope={scope},name="
             out.append(Metric(key, req + "TotalLatency", "Count", "total_per_count", scale=1e-3,
                               rate_key=rate, count_mbean=req + "Latency"))  # fmt: skip
+    # the reads and writes of YCSB's table a node executed itself (for its own requests or as
+    # a replica of another coordinator's), and their mean latency there
+    table = f"{m}type=Table,keyspace=ycsb,scope=usertable,name="
+    for op in ("Read", "Write"):
+        low = op.lower()
+        out.append(Metric(f"table_{low}_ms", table + f"{op}TotalLatency", "Count",
+                          "total_per_count", scale=1e-3, rate_key=f"table_{low}s_s",
+                          count_mbean=table + f"{op}Latency"))  # fmt: skip
     return (
         *out,
         Metric("dropped_reads_s", f"{m}type=DroppedMessage,scope=READ,name=Dropped", "Count",

@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ from tierscope.spec.cassandra import CassandraWorkload
 
 #: Before the first intended operation: the clients import the driver and connect meanwhile.
 START_MARGIN_S = 3.0
+#: The warm-up's closed users, and the window its first and last throughput are taken over.
+WARMUP_USERS = 8
+WARMUP_WINDOW_S = 3.0
 KEYSPACE = "ycsb"
 
 
@@ -65,7 +68,8 @@ def require_driver() -> None:
         ) from None  # fmt: skip
 
 
-def _session(contact_points: list[tuple[str, int]]) -> tuple[Any, Any]:
+def connect(contact_points: list[tuple[str, int]]) -> tuple[Any, Any]:
+    """A driver session on the cluster, requests sent round-robin over the nodes."""
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.connection import DefaultEndPoint
     from cassandra.policies import RoundRobinPolicy
@@ -81,7 +85,7 @@ def _session(contact_points: list[tuple[str, int]]) -> tuple[Any, Any]:
 def prepare(contact_points: list[tuple[str, int]], *, replication: int, fields: int) -> None:
     """The keyspace ``ycsb`` (replication factor ``replication``) and YCSB's ``usertable``
     with ``fields`` text fields, created anew (schema agreed by every node)."""
-    cluster, session = _session(contact_points)
+    cluster, session = connect(contact_points)
     try:
         session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", timeout=60)
         session.execute(
@@ -206,6 +210,32 @@ def load_records(load: CassandraLoad, *, loaders: int = 2, timeout_s: float = 18
     if done != records:
         raise TierscopeError(f"loaded {done:,} of {records:,} records")
     return time.monotonic() - start
+
+
+def warm_up(load: CassandraLoad, seconds: float, *, users: int = WARMUP_USERS
+            ) -> dict[str, Any]:  # fmt: skip
+    """The workload's operations for ``seconds`` from ``users`` closed users (at least one per
+    client): what the JVMs compile before they are measured. Its throughput over the first and
+    the last seconds, to show whether it settled; TierscopeError if a client fails."""
+    w = load.workload
+    warm = replace(load, workload=w.model_copy(update={"mode": "closed", "think_time": 0.0}))
+    result = warm.start(max(users, w.clients), 0.0, seconds, 0.0, setup="warmup").wait()
+    if result.summary.get("failure"):
+        raise TierscopeError(f"the warm-up failed: {result.summary['failure']}")
+    ends = result.requests.filter(pl.col("status") == "ok")["end"].sort().to_numpy()
+    a, b = result.summary["steady"]["start"], result.summary["steady"]["end"]
+    span = min(WARMUP_WINDOW_S, (b - a) / 2)
+
+    def rate(lo: float) -> float | None:
+        n = int(((ends >= lo) & (ends < lo + span)).sum())
+        return round(n / span, 1) if span > 0 else None
+
+    return {
+        "warmup_s": seconds,
+        "warmup_users": max(users, w.clients),
+        "warmup_first_throughput": rate(a),
+        "warmup_last_throughput": rate(b - span),
+    }
 
 
 class CassandraHandle(WorkerHandle):
@@ -357,5 +387,5 @@ def _summary(handle: CassandraHandle, requests: pl.DataFrame, cpu: pl.DataFrame,
     return doc
 
 
-__all__ = ["CassandraHandle", "CassandraLoad", "CassandraResult", "load_records", "prepare",
-           "require_driver"]  # fmt: skip
+__all__ = ["CassandraHandle", "CassandraLoad", "CassandraResult", "connect", "load_records",
+           "prepare", "require_driver", "warm_up"]  # fmt: skip

@@ -29,7 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tierscope.errors import TEXT_CHARS, SpecError, clip
 from tierscope.spec._load import MAX_DEPTH, load_yaml, shape_problem
-from tierscope.spec._types import Integer, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt
+from tierscope.spec._types import (
+    Integer,
+    NonNegFloat,
+    NonNegInt,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+)
 from tierscope.spec.cassandra import CassandraWorkload, KeyspaceSpec
 from tierscope.spec.graph import (
     MAX_COMPONENTS,
@@ -293,6 +300,9 @@ class SystemSpec(BaseModel):
     topic: TopicSpec | None = Field(None, description="kafka: partitions, replication, min_insync")
     nodes: PositiveInt | None = Field(None, description="cassandra: how many nodes (default 1)")
     keyspace: KeyspaceSpec | None = Field(None, description="cassandra: the replication factor")
+    tracing: Probability | None = Field(
+        None, description="cassandra: the share of requests the nodes trace (system_traces)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -351,7 +361,7 @@ class SystemSpec(BaseModel):
     @model_validator(mode="after")
     def _shape(self) -> SystemSpec:
         for name, kind in (("brokers", "kafka"), ("topic", "kafka"), ("nodes", "cassandra"),
-                           ("keyspace", "cassandra")):  # fmt: skip
+                           ("keyspace", "cassandra"), ("tracing", "cassandra")):  # fmt: skip
             if getattr(self, name) is not None and self.kind != kind:
                 raise _FieldError(name, f"{name} belongs to kind {kind}")
         if self.kind == "kafka":

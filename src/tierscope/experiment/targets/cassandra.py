@@ -4,22 +4,24 @@
 Each node is a replica of the component ``node`` (its own cgroup with the spec's CPU quota,
 cpuset and memory limit, so the monitor samples it at the spec's interval and stalls and CPU
 hogs act on it; its thread pools, coordinator latencies, dropped messages, compaction and GC
-polled over JMX every second). Before the first level the driver creates the keyspace with
-the spec's replication factor and YCSB's table and loads the records (once: setups that share
-the deployment and the records share the data); every level then runs the workload's
-operations on the same data.
+polled over JMX every second; with ``system.tracing`` its share of traced requests, stage by
+stage, as its request records: :mod:`tierscope.experiment.cassandra_traces`). Before the
+first level the driver creates the keyspace with the spec's replication factor and YCSB's
+table and loads the records (once: setups that share the deployment and the records share the
+data); every level then runs the workload's operations on the same data.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tierscope.errors import InputError
 from tierscope.experiment.artifacts import ARTIFACTS, fetch, java
 from tierscope.experiment.cassandra import MAX_NODES, CassandraCluster, start_cassandra
+from tierscope.experiment.cassandra_traces import TraceCollector
 from tierscope.experiment.cgroups import Hierarchy
 from tierscope.experiment.jolokia import CASSANDRA, JolokiaPoller
 from tierscope.experiment.processes import Supervisor
@@ -59,6 +61,7 @@ class CassandraDriver:
     supervisor: Supervisor
     seed: int = 1
     loaded: tuple[int, int, int] | None = None  # records, fields, field length
+    warmed: set[tuple[Any, ...]] = field(default_factory=set)  # operations, their levels
 
     def workload(self, doc: dict[str, Any], source: str) -> CassandraWorkload:
         return parse_cassandra_workload(doc, source)
@@ -78,19 +81,29 @@ class CassandraDriver:
 
     def prepare(self, workload: Any) -> dict[str, Any]:
         """The keyspace and table created and ``workload``'s records loaded, unless the same
-        records are loaded already (setups that differ in their operations share them)."""
-        from tierscope.load.cassandra import load_records, prepare
+        records are loaded already (setups that differ in their operations share them); then
+        the warm-up of its operations, unless the same operations at the same consistency
+        levels warmed the nodes already."""
+        from tierscope.load.cassandra import load_records, prepare, warm_up
 
         y = workload.ycsb
         shape = (y.records, y.field_count, y.field_length)
-        if self.loaded == shape:
-            return {}
-        prepare(self.cluster.contact_points, replication=self.replication, fields=y.field_count)
-        seconds = load_records(self.generator(workload, seed=self.seed, request_id_prefix=""))
-        self.loaded = shape
-        return {"records": y.records, "field_count": y.field_count,
-                "field_length": y.field_length, "replication": self.replication,
-                "load_s": round(seconds, 1)}  # fmt: skip
+        facts: dict[str, Any] = {}
+        if self.loaded != shape:
+            prepare(self.cluster.contact_points, replication=self.replication,
+                    fields=y.field_count)  # fmt: skip
+            seconds = load_records(self.generator(workload, seed=self.seed, request_id_prefix=""))
+            self.loaded = shape
+            self.warmed.clear()
+            facts |= {"records": y.records, "field_count": y.field_count,
+                      "field_length": y.field_length, "replication": self.replication,
+                      "load_s": round(seconds, 1)}  # fmt: skip
+        ops = (tuple(sorted(y.mix)), tuple(workload.consistency_of(op) for op in sorted(y.mix)))
+        if workload.warmup > 0 and ops not in self.warmed:
+            load = self.generator(workload, seed=self.seed, request_id_prefix="warmup/")
+            facts |= warm_up(load, workload.warmup)
+            self.warmed.add(ops)
+        return facts
 
 
 class CassandraTarget:
@@ -118,18 +131,32 @@ class CassandraTarget:
         fetch("jolokia")
         home = workdir / "cassandra"
         home.mkdir(exist_ok=True)
+        # uncapped until the first level (the runner sets the quotas): loading the records and
+        # the warm-up run at the host's speed
         cluster = start_cassandra(system.nodes or 1, home, supervisor, hierarchy,
-                                  cpu=node.cpu, memory=node.memory, cpuset=node.cpuset)  # fmt: skip
+                                  memory=node.memory, cpuset=node.cpuset)  # fmt: skip
         pollers = [JolokiaPoller(n.jolokia_url, CASSANDRA).start() for n in cluster.nodes]
+        traces = None
+        if system.tracing:
+            try:
+                traces = TraceCollector(cluster, system.tracing).start()
+            except (OSError, ValueError):
+                for p in pollers:
+                    p.close()
+                cluster.stop()
+                raise
         nodes = [
-            Node("node", n.name, n.index, n.cgroup, node.cpu, pgids=[n.pid] if n.pid else [],
-                 extra_metrics=poller)
+            Node("node", n.name, n.index, n.cgroup, None, pgids=[n.pid] if n.pid else [],
+                 extra_metrics=poller,
+                 request_sources=[traces.source(n.name)] if traces is not None else [])
             for n, poller in zip(cluster.nodes, pollers, strict=True)
         ]  # fmt: skip
 
         def stop() -> None:
             for p in pollers:
                 p.close()
+            if traces is not None:
+                traces.close()
             cluster.stop()
 
         driver = CassandraDriver(cluster, system.cassandra_keyspace.replication, workdir,
