@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.real_system, pytest.mark.timing, pytest.mark.timeout(9
 SPEC: dict[str, Any] = {
     "name": "cassandra-lab",
     "system": {"kind": "cassandra", "nodes": 3, "components": {"node": {"cpu": 0.1}},
-               "keyspace": {"replication": 3}},
+               "keyspace": {"replication": 3}, "tracing": 0.003},
     "workload": {"mode": "closed", "ycsb": {"workload": "c", "records": 2000},
                  "consistency": "one", "routing": "round-robin", "warmup": 10},
     "sweep": {"levels": [2, 16], "interleave": True,
@@ -112,6 +112,27 @@ def test_every_node_coordinates_and_quorum_is_slower(swept: Any) -> None:
     cpu = {"one": per_read(one, "cpu_cores"), "quorum": per_read(quorum, "cpu_cores")}
     assert cpu["quorum"] > 1.5 * cpu["one"], cpu
     assert quorum["rt_mean"] > one["rt_mean"], (one["rt_mean"], quorum["rt_mean"])
+
+
+def test_traced_reads_are_the_nodes_request_records(swept: Any) -> None:
+    """A few reads traced by the nodes (system.tracing): each node's part of one, stage by
+    stage, in the requests table; a coordinator's stages lie within its whole part."""
+    _, run, _ = swept
+    traced = run.requests.filter((pl.col("tier") == "node")
+                                 & pl.col("request_id").str.starts_with("trace:"))  # fmt: skip
+    print(traced.group_by("setup", "interaction").len().sort("setup", "interaction"))
+    assert traced.height > 0
+    assert set(traced["interaction"]) <= {"coordinate", "parse", "end", "replica", "read"}
+    assert {"coordinate", "read"} <= set(traced["interaction"])
+    assert set(traced["detail"].drop_nulls()) <= {"one", "quorum"}
+    assert (traced["end"] >= traced["start"]).all()
+    whole = traced.filter(pl.col("interaction") == "coordinate").select(
+        "request_id", "node", pl.col("start").alias("a"), pl.col("end").alias("b")
+    )
+    parts = traced.filter(pl.col("interaction").is_in(["parse", "end"])).join(
+        whole, on=["request_id", "node"]
+    )
+    assert ((parts["start"] >= parts["a"] - 1e-6) & (parts["end"] <= parts["b"] + 1e-6)).all()
 
 
 def test_the_nodes_metrics_and_the_bottleneck(swept: Any) -> None:
