@@ -19,8 +19,9 @@ Kafka (per broker): ``produce_rate``, ``fetch_rate`` (requests/s), ``messages_in
 ``handler_idle`` and ``network_idle`` (fractions), ``under_replicated`` (partitions),
 ``flush_rate`` and ``flush_ms`` (log flushes).
 
-Cassandra (per node): the thread pools ``read_stage``, ``mutation_stage`` and
-``native_transport`` (``_active``, ``_pending`` tasks, ``_completed_s`` per second); the
+Cassandra (per node): the thread pools ``read_stage``, ``mutation_stage``,
+``request_response`` (the replicas' answers its coordinators took) and ``native_transport``
+(``_active``, ``_pending`` tasks, ``_completed_s`` per second); the
 coordinator's request latency ``read_ms``, ``write_ms`` and per consistency level
 (``read_one_ms``, ``read_quorum_ms``, ``read_all_ms``, ``write_…``) with their rates (``reads_s``,
 ``read_one_s``, …); the reads and writes of YCSB's table the node executed itself, for its
@@ -111,6 +112,7 @@ def _cassandra() -> tuple[Metric, ...]:
     for short, path, scope in (
         ("read_stage", "request", "ReadStage"),
         ("mutation_stage", "request", "MutationStage"),
+        ("request_response", "request", "RequestResponseStage"),
         ("native_transport", "transport", "Native-Transport-Requests"),
     ):
         pool = f"{m}type=ThreadPools,path={path},scope={scope},name="
