@@ -134,12 +134,16 @@ def trace_rows(sessions: Iterable[_Session], names: dict[str, str]) -> pl.DataFr
 @dataclass
 class TraceCollector:
     """Reads the cluster's new traced requests (see the module); :meth:`source` gives a node's
-    rows for the node's ``request_sources`` (monotonic times)."""
+    rows for the node's ``request_sources`` (monotonic times). A read that fails (the nodes
+    busy past the driver's timeout) is counted in :attr:`errors` and tried again at the next
+    call: a trace is never worth a run."""
 
     cluster: CassandraCluster
     probability: float
     seen: set[str] = field(default_factory=set)
     pending: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+    errors: int = 0
+    last_error: str | None = None
     _session: Any = None
     _driver: Any = None
     _last: float = 0.0
@@ -163,7 +167,13 @@ class TraceCollector:
             return
         self._last = now
         names = {n.host: n.name for n in self.cluster.nodes}
-        frame = trace_rows(self._read(), names)
+        try:
+            sessions = self._read()
+        except Exception as exc:  # the driver's errors: traces are never worth a run
+            self.errors += 1
+            self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return
+        frame = trace_rows(sessions, names)
         if frame.height:
             shift = time.time() - time.monotonic()  # Unix seconds -> monotonic
             frame = frame.with_columns(pl.col("start") - shift, pl.col("end") - shift)
