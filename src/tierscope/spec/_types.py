@@ -47,9 +47,9 @@ __all__ = [
 M = TypeVar("M", bound=BaseModel)
 
 
-def validated(model: type[M], doc: dict[str, Any], source: str) -> M:
-    """``doc`` as a ``model`` (a server kind's workload); SpecError naming ``source`` and each
-    bad field."""
+def validated(model: type[M], doc: Any, source: str) -> M:
+    """``doc`` as a ``model`` (a spec document or part of one); SpecError naming ``source``
+    and each bad field."""
     try:
         return model.model_validate(doc)
     except ValidationError as exc:

@@ -21,13 +21,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from tierscope.errors import SpecError
 from tierscope.spec._load import load_yaml
+from tierscope.spec._types import validated
 from tierscope.spec.graph import THREE_TIERS
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -160,15 +159,7 @@ class CorpusSpec(BaseModel):
 
 def load_corpus_spec(path: str | Path) -> CorpusSpec:
     """Read and validate a corpus spec; problems name the file and field."""
-    doc = load_yaml(path)
-    try:
-        return CorpusSpec.model_validate(doc)
-    except ValidationError as exc:
-        problems = [
-            (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()
-        ]
-        raise SpecError(str(path), problems) from None
+    return validated(CorpusSpec, load_yaml(path), str(path))
 
 
 class LearnOptions(BaseModel):
@@ -211,14 +202,7 @@ class LearnOptions(BaseModel):
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "learn options") -> LearnOptions:
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            problems = [
-                (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
-                for e in exc.errors()
-            ]
-            raise SpecError(source, problems) from None
+        return validated(cls, data, source)
 
 
 class ModelScore(BaseModel):

@@ -28,10 +28,10 @@ import itertools
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tierscope.errors import SpecError
 from tierscope.spec._load import load_yaml
+from tierscope.spec._types import validated
 
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -115,14 +115,7 @@ class Prices(BaseModel):
 
 
 def parse_prices(data: object, *, source: str = "<prices>") -> Prices:
-    try:
-        return Prices.model_validate(data if data is not None else {})
-    except ValidationError as exc:
-        problems = [
-            (".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()
-        ]
-        raise SpecError(source, problems) from None
+    return validated(Prices, data if data is not None else {}, source)
 
 
 def load_prices(path: str | Path) -> Prices:
