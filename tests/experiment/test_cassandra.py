@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.experiment._support import require
+from tests.experiment._support import pids_naming, require
 
 pytestmark = [pytest.mark.real_system, pytest.mark.timing, pytest.mark.timeout(900)]
 
@@ -49,16 +49,7 @@ def _prerequisites() -> None:
 
 
 def _java_pids() -> set[int]:
-    out = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"CassandraDaemon" in cmd:
-                out.add(int(entry))
-    return out
+    return set(pids_naming("CassandraDaemon"))
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.experiment._support import ODD_IDS, as_recorded, require, send
+from tests.experiment._support import ODD_IDS, as_recorded, pids_naming, require, send
 from tierscope.experiment.cgroups import CgroupUnavailableError, open_hierarchy
 from tierscope.experiment.processes import StartError, Supervisor
 from tierscope.experiment.targets import Deployment
@@ -384,19 +384,6 @@ def wait_for_servers(tmp: Path, count: int, timeout_s: float = 60) -> Path:
                 return state
         time.sleep(0.05)
     raise AssertionError(f"no run with {count} servers in {tmp}: {list(tmp.iterdir())}")
-
-
-def pids_naming(text: str) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if text.encode() in cmdline:
-                out.append(int(entry))
-    return out
 
 
 def test_the_reaper_kills_a_group_only_while_its_id_is_the_runs(tmp_path: Path) -> None:

@@ -38,10 +38,8 @@ import polars as pl
 
 from tierscope.experiment.cassandra import STORAGE_SERVICE, CassandraCluster
 
-__all__ = ["STAGES", "TraceCollector", "set_trace_probability", "trace_rows"]
+__all__ = ["TraceCollector", "set_trace_probability", "trace_rows"]
 
-#: The stages a traced request's rows name (see the module).
-STAGES = ("coordinate", "parse", "end", "replica", "read")
 #: A session is read once it ended this long ago (its last events are written asynchronously).
 SETTLE_S = 1.0
 #: Seconds between two reads of the sessions table.
