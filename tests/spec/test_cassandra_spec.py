@@ -146,3 +146,14 @@ def test_the_example_is_a_valid_spec() -> None:
 
     spec, _ = load_experiment(Path(__file__).resolve().parents[2] / "examples" / "cassandra.yaml")
     assert spec.system.kind == "cassandra" and spec.cassandra_workload.ycsb.mix
+
+
+def test_the_warm_up_ends_when_the_throughput_stops_climbing() -> None:
+    from tierscope.load.cassandra import warmed
+
+    # the shape measured here uncapped (5 s windows): ONE climbed for 40 s, then held
+    one = [800.0, 800, 1200, 1000, 1800, 2800, 3100, 3600, 3400, 3000, 3300]
+    ends = [n for n in range(1, len(one) + 1) if warmed(one[:n])]
+    assert ends == [11]  # 55 s: 3,233 against 3,167 req/s; at 50 s 3,333 against 2,567
+    assert warmed([2000.0] * 6) and not warmed([2000.0] * 5)  # six windows at the least
+    assert not warmed([0.0] * 6)  # nothing served yet is no plateau

@@ -51,9 +51,13 @@ from tierscope.spec.cassandra import CassandraWorkload
 
 #: Before the first intended operation: the clients import the driver and connect meanwhile.
 START_MARGIN_S = 3.0
-#: The warm-up's closed users, and the window its first and last throughput are taken over.
+#: The warm-up's closed users; it ends when the mean throughput of its last WARMUP_SETTLED
+#: windows of WARMUP_WINDOW_S seconds is no more than WARMUP_GAIN above the windows' before
+#: (uncapped, a window's throughput varies by 10-15 % once settled: a spread rule waits long).
 WARMUP_USERS = 8
-WARMUP_WINDOW_S = 3.0
+WARMUP_WINDOW_S = 5.0
+WARMUP_SETTLED = 3
+WARMUP_GAIN = 0.10
 KEYSPACE = "ycsb"
 
 
@@ -212,30 +216,45 @@ def load_records(load: CassandraLoad, *, loaders: int = 2, timeout_s: float = 18
     return time.monotonic() - start
 
 
+def warmed(rates: list[float]) -> bool:
+    """Whether a warm-up's window throughputs stopped climbing: the mean of the last
+    :data:`WARMUP_SETTLED` no more than :data:`WARMUP_GAIN` above the mean of those before."""
+    k = WARMUP_SETTLED
+    if len(rates) < 2 * k:
+        return False
+    last, before = float(np.mean(rates[-k:])), float(np.mean(rates[-2 * k : -k]))
+    return before > 0 and last <= (1 + WARMUP_GAIN) * before
+
+
 def warm_up(load: CassandraLoad, seconds: float, *, users: int = WARMUP_USERS
             ) -> dict[str, Any]:  # fmt: skip
-    """The workload's operations for ``seconds`` from ``users`` closed users (at least one per
-    client): what the JVMs compile before they are measured. Its throughput over the first and
-    the last seconds, to show whether it settled; TierscopeError if a client fails."""
+    """The workload's operations from ``users`` closed users (at least one per client) until
+    the throughput stops climbing (see :data:`WARMUP_GAIN`), or for at most ``seconds``:
+    what the JVMs compile before they are measured. Each window's throughput and whether it
+    settled; TierscopeError if a client fails."""
     w = load.workload
     warm = replace(load, workload=w.model_copy(update={"mode": "closed", "think_time": 0.0}))
-    result = warm.start(max(users, w.clients), 0.0, seconds, 0.0, setup="warmup").wait()
+    n = max(users, w.clients)
+    handle = warm.start(n, 0.0, seconds, 0.0, setup="warmup")
+    rates: list[float] = []
+    settled = False
+    try:
+        edge, last = handle.t0 + WARMUP_WINDOW_S, 0
+        while not handle.done and not settled:
+            time.sleep(0.2)
+            if time.monotonic() < edge:
+                continue
+            handle.poll_records()
+            rates.append((handle.counts["completed"] - last) / WARMUP_WINDOW_S)
+            edge, last = edge + WARMUP_WINDOW_S, handle.counts["completed"]
+            settled = warmed(rates)
+    finally:
+        result = handle.stop()
     if result.summary.get("failure"):
         raise TierscopeError(f"the warm-up failed: {result.summary['failure']}")
-    ends = result.requests.filter(pl.col("status") == "ok")["end"].sort().to_numpy()
-    a, b = result.summary["steady"]["start"], result.summary["steady"]["end"]
-    span = min(WARMUP_WINDOW_S, (b - a) / 2)
-
-    def rate(lo: float) -> float | None:
-        n = int(((ends >= lo) & (ends < lo + span)).sum())
-        return round(n / span, 1) if span > 0 else None
-
-    return {
-        "warmup_s": seconds,
-        "warmup_users": max(users, w.clients),
-        "warmup_first_throughput": rate(a),
-        "warmup_last_throughput": rate(b - span),
-    }
+    return {"warmup_s": round(time.monotonic() - handle.t0, 1), "warmup_max_s": seconds,
+            "warmup_users": n, "warmup_settled": settled,
+            "warmup_throughput": [round(r, 1) for r in rates]}  # fmt: skip
 
 
 class CassandraHandle(WorkerHandle):

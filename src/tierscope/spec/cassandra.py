@@ -17,8 +17,9 @@ Design decisions:
 * ``routing: round-robin`` sends each request to the next node, whether it holds a replica or
   not (the thesis's driver, not token-aware: (N − RF)/N of the requests are coordinated by a
   node without a replica); ``token-aware`` sends it to a replica of its key.
-* ``warmup``: before the first level, the workload's operations run for that long (closed
-  users, nodes not yet capped), once per consistency level and mix: a JVM compiles its hot
+* ``warmup``: before the first level, the workload's operations run until their throughput
+  stops climbing, for at most that long (closed users, nodes not yet capped), once per
+  consistency level and mix: a JVM compiles its hot
   code in the first minute it serves, and until then a read costs it several times what it
   costs later (measured here: 1.7 ms of CPU a read at ONE in the first minute on nodes capped
   at 0.3 core, 0.43 ms once compiled).
@@ -135,8 +136,9 @@ class CassandraWorkload(BaseModel):
     clients: PositiveInt = Field(1, description="client worker processes sharing the level")
     timeout_s: PositiveFloat = Field(12.0, description="the driver's request timeout")
     warmup: NonNegFloat = Field(
-        20.0, description="seconds of the workload's operations before the first level, on "
-        "nodes not yet capped: the JVMs compile their hot code (0: none)",
+        90.0, description="at most this many seconds of the workload's operations before the "
+        "first level, on nodes not yet capped, until the throughput settles: the JVMs compile "
+        "their hot code (0: none)",
     )  # fmt: skip
 
     @field_validator("consistency", "read_consistency", "write_consistency", mode="before")
