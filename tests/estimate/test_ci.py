@@ -98,6 +98,24 @@ def test_cpu_intervals_cover_the_time_since_the_previous_sample() -> None:
     assert iv["t_end"].to_list() == pytest.approx([0.05, 0.10, 0.15])
 
 
+def test_a_cpu_sample_after_a_gap_covers_a_few_of_its_own_steps_only() -> None:
+    """A setup's next level after other setups' (interleaved): its first sample is not the
+    mean of the gap. Each node keeps its own step (the client's 0.25 s, a node's 0.05 s)."""
+    cpu = pl.DataFrame(
+        {
+            "tier": ["db"] * 6 + ["client"] * 3,
+            "node": ["db-1"] * 6 + ["client"] * 3,
+            "t": [0.05, 0.10, 0.15, 30.05, 30.10, 30.15, 0.25, 0.5, 30.25],
+            "value": [0.1] * 9,
+        }
+    )
+    iv = cpu_intervals(cpu, ("db", "client")).sort("station", "t_end")
+    db = iv.filter(pl.col("station") == "db")
+    assert db["t_start"].to_list() == pytest.approx([0.0, 0.05, 0.10, 29.85, 30.05, 30.10])
+    client = iv.filter(pl.col("station") == "client")
+    assert client["t_start"].to_list() == pytest.approx([0.0, 0.25, 29.25])
+
+
 def test_ci_sums_a_requests_segments_and_counts_requests_that_skip_a_station() -> None:
     records = RequestRecords(
         requests=pl.DataFrame({"request": ["r1", "r2", "r3"], "cls": ["a", "a", "b"]}),

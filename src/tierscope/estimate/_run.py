@@ -25,9 +25,12 @@ import polars as pl
 from tierscope.domains.ntier import tier_facts
 from tierscope.errors import InputError
 from tierscope.estimate._data import Observations, RequestRecords
+from tierscope.spec.experiment import ExperimentSpec
 from tierscope.spec.model import Model
 from tierscope.store import Run
 
+#: A CPU sample covers at most this many of its node's usual steps back (see cpu_intervals).
+LATE_STEPS = 4
 #: Name of the single class when requests are not split by interaction.
 ALL = "request"
 CLIENT = "client"
@@ -59,18 +62,16 @@ def _from_experiment(
     run: Run, *, window: float, by: str, setup: str | None, sample: float
 ) -> Observations:
     source = str(run.path)
-    points = run.points
-    assert points is not None
-    setups = points["setup"].unique(maintain_order=True).to_list()
-    setup = setup or setups[0]
-    spec = run.setup(setup)
-    points = points.filter(pl.col("setup") == setup).sort("level", "rep")
-    if points.height == 0:
-        raise InputError("--setup", setup, "a setup with points: " + ", ".join(setups))
-    if run.requests is None or run.metrics is None:
-        raise InputError("run", source, "a run folder with requests.parquet and metrics.parquet")
-    requests = run.requests.filter(pl.col("setup") == setup)
-    metrics = run.metrics.filter(pl.col("setup") == setup)
+    spec, points, requests, metrics = setup_tables(run, setup)
+    client = requests.filter(pl.col("tier") == CLIENT)
+    client = client.with_columns(
+        (pl.lit(ALL) if by == "all" else pl.col("interaction")).alias("cls")
+    )
+    classes = tuple(sorted(client["cls"].unique().to_list())) if by == "interaction" else (ALL,)
+    if "coordinator" in client.columns and client["coordinator"].is_not_null().any():
+        from tierscope.estimate._cluster import cluster_observations
+
+        return cluster_observations(run, spec, points, client, metrics, classes, window=window)
     tiers = tuple(
         t
         for t in run.graph.names
@@ -80,47 +81,13 @@ def _from_experiment(
         raise InputError("metrics.parquet", source, "cpu_cores samples of the tiers")
     facts = tier_facts(spec, tiers)
     servers = np.array([facts[t].capacity for t in tiers])
-
-    client = requests.filter(pl.col("tier") == CLIENT)
-    client = client.with_columns(
-        (pl.lit(ALL) if by == "all" else pl.col("interaction")).alias("cls")
-    )
-    classes = tuple(sorted(client["cls"].unique().to_list())) if by == "interaction" else (ALL,)
     cpu = metrics.filter(pl.col("metric") == "cpu_cores")
 
-    windows = []
-    for p in points.iter_rows(named=True):
-        edges = np.arange(p["t_start"], p["t_end"] - 0.5 * window + 1e-9, window)
-        for a in edges:
-            windows.append((p["level"], p["rep"], float(a), float(min(a + window, p["t_end"]))))
-    if len(windows) < 2:
-        raise InputError("--window", window, "windows short enough for at least two per run")
-    a = np.array([w[2] for w in windows])
-    b = np.array([w[3] for w in windows])
-    level = np.array([w[0] for w in windows])
-    rep = np.array([w[1] for w in windows])
-
-    X = np.zeros((len(windows), len(classes)))
-    R = np.full((len(windows), len(classes)), np.nan)
-    for c, name in enumerate(classes):
-        rows = client.filter(pl.col("cls") == name)
-        end = rows["end"].to_numpy()
-        rt = end - rows["start"].to_numpy()
-        lv, rp = rows["level"].to_numpy(), rows["rep"].to_numpy()
-        for w in range(len(windows)):
-            inside = (end >= a[w]) & (end < b[w]) & (lv == level[w]) & (rp == rep[w])
-            X[w, c] = inside.sum() / (b[w] - a[w])
-            if inside.any():
-                R[w, c] = rt[inside].mean()
-    busy = np.zeros((len(windows), len(tiers)))
+    a, b, level, rep = point_windows(points, window)
+    X, R = class_rates(client, classes, a, b, level, rep)
+    busy = np.zeros((a.size, len(tiers)))
     for k, t in enumerate(tiers):
-        tier_cpu = cpu.filter(pl.col("tier") == t)
-        for _node, part in tier_cpu.group_by("node"):
-            tt, v = part["t"].to_numpy(), part["value"].to_numpy()
-            for w in range(len(windows)):
-                inside = (tt > a[w]) & (tt <= b[w])
-                if inside.any():
-                    busy[w, k] += v[inside].mean()
+        busy[:, k] = window_busy(cpu.filter(pl.col("tier") == t), a, b)
     closed = spec.workload_mode == "closed"
     population = level[:, None].repeat(len(classes), axis=1) if closed and by == "all" else None
     segments = exclusive_segments(requests, tiers)
@@ -139,10 +106,6 @@ def _from_experiment(
     queue, qpop = None, None
     if population is not None:
         queue, qpop = _queue_samples(segments, points, tiers, sample)
-    notes = []
-    errors = float(points["errors"].sum())
-    if errors > 0:
-        notes.append(f"{errors:g} requests failed in the steady windows; they are not counted")
     return Observations(
         classes=classes,
         stations=tiers,
@@ -158,8 +121,91 @@ def _from_experiment(
         records=records,
         source=source,
         unit="cpu_s",
-        notes=tuple(notes),
+        notes=failed_note(points),
     )
+
+
+def setup_tables(
+    run: Run, setup: str | None
+) -> tuple[ExperimentSpec, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The spec, points (by level and repetition), requests and metrics of one setup of a
+    measured run (default: its first)."""
+    points = run.points
+    assert points is not None
+    setups = points["setup"].unique(maintain_order=True).to_list()
+    setup = setup or setups[0]
+    spec = run.setup(setup)
+    points = points.filter(pl.col("setup") == setup).sort("level", "rep")
+    if points.height == 0:
+        raise InputError("--setup", setup, "a setup with points: " + ", ".join(setups))
+    if run.requests is None or run.metrics is None:
+        raise InputError(
+            "run", str(run.path), "a run folder with requests.parquet and metrics.parquet"
+        )
+    requests = run.requests.filter(pl.col("setup") == setup)
+    return spec, points, requests, run.metrics.filter(pl.col("setup") == setup)
+
+
+def failed_note(points: pl.DataFrame) -> tuple[str, ...]:
+    """A note on the requests of the points that failed (they are not counted)."""
+    errors = float(points["errors"].sum())
+    if errors > 0:
+        return (f"{errors:g} requests failed in the steady windows; they are not counted",)
+    return ()
+
+
+def point_windows(
+    points: pl.DataFrame, window: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each point's steady window cut into windows of ``window`` s: their starts, ends, levels
+    and repetitions."""
+    rows = []
+    for p in points.iter_rows(named=True):
+        edges = np.arange(p["t_start"], p["t_end"] - 0.5 * window + 1e-9, window)
+        for a in edges:
+            rows.append((p["level"], p["rep"], float(a), float(min(a + window, p["t_end"]))))
+    if len(rows) < 2:
+        raise InputError("--window", window, "windows short enough for at least two per run")
+    level, rep, a, b = (np.array(col) for col in zip(*rows, strict=True))
+    return a, b, level, rep
+
+
+def class_rates(
+    client: pl.DataFrame,
+    classes: tuple[str, ...],
+    a: np.ndarray,
+    b: np.ndarray,
+    level: np.ndarray,
+    rep: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """[W, C] throughput and mean response time of the client requests (column ``cls``) that
+    ended in each window."""
+    X = np.zeros((a.size, len(classes)))
+    R = np.full((a.size, len(classes)), np.nan)
+    for c, name in enumerate(classes):
+        rows = client.filter(pl.col("cls") == name)
+        end = rows["end"].to_numpy()
+        rt = end - rows["start"].to_numpy()
+        lv, rp = rows["level"].to_numpy(), rows["rep"].to_numpy()
+        for w in range(a.size):
+            inside = (end >= a[w]) & (end < b[w]) & (lv == level[w]) & (rp == rep[w])
+            X[w, c] = inside.sum() / (b[w] - a[w])
+            if inside.any():
+                R[w, c] = rt[inside].mean()
+    return X, R
+
+
+def window_busy(cpu: pl.DataFrame, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[W] busy cores in each window: the mean of each node's ``cpu_cores`` samples in it,
+    summed over the nodes."""
+    busy = np.zeros(a.size)
+    for _node, part in cpu.group_by("node"):
+        tt, v = part["t"].to_numpy(), part["value"].to_numpy()
+        for w in range(a.size):
+            inside = (tt > a[w]) & (tt <= b[w])
+            if inside.any():
+                busy[w] += v[inside].mean()
+    return busy
 
 
 def _steady(client: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
@@ -271,18 +317,26 @@ def _call_segments(requests: pl.DataFrame, tiers: tuple[str, ...]) -> pl.DataFra
 
 
 def cpu_intervals(cpu: pl.DataFrame, tiers: tuple[str, ...]) -> pl.DataFrame:
-    """50 ms ``cpu_cores`` samples -> intervals (station, node, t_start, t_end, cores); a sample
-    at t covers the time since the node's previous sample."""
+    """``cpu_cores`` samples -> intervals (station, node, t_start, t_end, cores); a sample at t
+    covers the time since the node's previous sample, at most :data:`LATE_STEPS` of its usual
+    step (the lower quartile of its gaps; a gap longer than that is time the setup was not
+    measured: another setup's points, or between two of its own)."""
     frame = (
         cpu.filter(pl.col("tier").is_in(tiers))
         .sort("tier", "node", "t")
         .with_columns(pl.col("t").shift(1).over("tier", "node").alias("t_prev"))
-    )
-    step = frame.select((pl.col("t") - pl.col("t_prev")).median()).item() or 0.05
+        .with_columns(
+            (pl.col("t") - pl.col("t_prev")).quantile(0.25, "lower").over("tier", "node")
+            .fill_null(0.05).alias("step")
+        )
+    )  # fmt: skip
     return frame.select(
         pl.col("tier").alias("station"),
         "node",
-        pl.col("t_prev").fill_null(pl.col("t") - step).alias("t_start"),
+        pl.max_horizontal(
+            pl.col("t_prev").fill_null(pl.col("t") - pl.col("step")),
+            pl.col("t") - LATE_STEPS * pl.col("step"),
+        ).alias("t_start"),
         pl.col("t").alias("t_end"),
         pl.col("value").alias("cores"),
     ).filter(pl.col("t_end") > pl.col("t_start"))

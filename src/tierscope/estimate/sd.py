@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from scipy.stats import qmc
 
 from tierscope.errors import InputError
@@ -46,6 +46,8 @@ STATES = ("largest", "bands")
 #: States this improbable are dropped before the bands are formed (seed 004 §7.6).
 NEGLIGIBLE = 1e-5
 _EPS = 1e-300
+#: Think times below this share of the response time leave the demands' scale to the throughput.
+NO_THINK = 0.01
 
 
 def divergence(kind: str, p: np.ndarray, q: np.ndarray) -> float:
@@ -119,6 +121,18 @@ class SD(Estimator):
         self.run_time_ = time.perf_counter() - started
         return self
 
+    def divergences(self, data: Observations, demands: np.ndarray) -> dict[str, float]:
+        """Every divergence between the observed marginals of ``data`` and the model's with
+        ``demands`` [K, C] (CPU s: another method's, to set beside SD's own), over the states
+        this fit keeps; averaged over stations and populations as the fit does."""
+        problem = _Problem.build(data, self)
+        x = np.asarray(demands, dtype=float) / problem.scale[None, :]
+        out = {}
+        for kind in DIVERGENCES:
+            value = problem.evaluate(x.ravel(), kind)[0]
+            out[kind] = math.sqrt(value) if kind == "hellinger" else value
+        return out
+
     def _bootstrap(self, data: Observations) -> None:
         # replicates go through _estimate too: keep the point estimate's diagnostics
         kept = (self.objective_, self.states_kept_, self.fit_time_)
@@ -134,7 +148,7 @@ class SD(Estimator):
     def _estimate(self, data: Observations) -> np.ndarray:
         started = time.perf_counter()
         problem = _Problem.build(data, self)
-        theta = self._search(problem)
+        theta = problem.throughput_scaled(self._search(problem))
         self.fit_time_ = time.perf_counter() - started
         objective = problem.objective(theta)
         self.objective_ = math.sqrt(objective) if self.divergence == "hellinger" else objective
@@ -208,8 +222,12 @@ class _Problem:
             }
             samples, w = queue[rows], qweight[rows]
             for k in range(K):
-                states, inverse = np.unique(samples[:, k, :], axis=0, return_inverse=True)
-                probs = np.bincount(inverse.ravel(), weights=w, minlength=len(states))
+                seen = ~np.isnan(samples[:, k, :]).any(axis=1)
+                if not seen.any():  # a station not observed: the others' marginals fit
+                    group["stations"].append(None)
+                    continue
+                states, inverse = np.unique(samples[seen, k, :], axis=0, return_inverse=True)
+                probs = np.bincount(inverse.ravel(), weights=w[seen], minlength=len(states))
                 probs = probs / probs.sum()
                 keep = _select(states, probs, sd.k_states, sd.states)
                 group["stations"].append(
@@ -222,7 +240,9 @@ class _Problem:
             self.groups.append(group)
         if not self.groups:
             raise InputError("n_<station>_<class>", None, "queue-length samples with jobs present")
-        self.states_kept = int(sum(len(s["states"]) for g in self.groups for s in g["stations"]))
+        self.states_kept = int(
+            sum(len(s["states"]) for g in self.groups for s in g["stations"] if s is not None)
+        )
         self._cache: dict[bytes, float] = {}
         return self
 
@@ -234,24 +254,30 @@ class _Problem:
         return np.asarray(x).reshape(self.K, self.C) * self.scale[None, :]
 
     def network(self, D: np.ndarray, pop: np.ndarray) -> Network:
+        """The model with demands D [K, C]: a station of c cores (c may be a fraction: a
+        quota) is m = max(1, round(c)) servers, each at speed c / m."""
         K, C = self.K, self.C
+        m = np.maximum(np.rint(self.servers), 1)
+        speed = self.servers / m
         return Network(
             station_names=self.stations,
             class_names=self.classes,
             is_delay=np.zeros(K, dtype=bool),
-            servers=np.maximum(np.rint(self.servers), 1).astype(np.int64),
-            alpha=tuple(rate_multipliers(int(max(round(m), 1)), None) for m in self.servers),
+            servers=m.astype(np.int64),
+            alpha=tuple(rate_multipliers(int(k), None) for k in m),
             discipline=("ps",) * K,
             visits=np.ones((C, K)),
-            service=D.T.copy(),
+            service=(D / speed[:, None]).T.copy(),
             is_open=np.zeros(C, dtype=bool),
             population=pop.astype(np.int64),
             arrival_rate=np.zeros(C),
             think_time=self.think,
         )
 
-    def evaluate(self, x: np.ndarray) -> tuple[float, list[np.ndarray]]:
-        """Divergence summed over groups and stations, and each group's model throughputs."""
+    def evaluate(self, x: np.ndarray, kind: str | None = None) -> tuple[float, list[np.ndarray]]:
+        """Divergence (``kind``, default the fit's; Hellinger squared) averaged over groups and
+        stations, and each group's model throughputs."""
+        kind = kind or self.sd.divergence
         D = self.demands(np.maximum(x, self.lower))
         total, weights, xs = 0.0, 0.0, []
         for g in self.groups:
@@ -259,13 +285,15 @@ class _Problem:
             strides = np.array([math.prod(g["population"][c + 1 :] + 1) for c in range(self.C)])
             xs.append(X)
             for k, st in enumerate(g["stations"]):
+                if st is None:
+                    continue
                 q_all = marg[self.stations[k]]
                 idx = st["states"] @ strides
                 q = q_all[idx]
                 q = np.append(q, max(0.0, 1 - q.sum()))
-                d = divergence(self.sd.divergence, st["p"], q)
+                d = divergence(kind, st["p"], q)
                 # Hellinger is searched squared: same minimiser, smooth where it reaches 0
-                total += g["weight"] * (d * d if self.sd.divergence == "hellinger" else d)
+                total += g["weight"] * (d * d if kind == "hellinger" else d)
                 weights += g["weight"]
         return total / weights, xs
 
@@ -274,6 +302,27 @@ class _Problem:
         if key not in self._cache:
             self._cache[key] = self.evaluate(x)[0]
         return self._cache[key]
+
+    def throughput_scaled(self, x: np.ndarray) -> np.ndarray:
+        """``x`` scaled so that the model's throughputs match the measured ones (least squares
+        of their logarithms), when nothing else sets the scale: without think times, demands
+        all multiplied by one factor leave every marginal as it was (think times below
+        :data:`NO_THINK` of the response time count as none)."""
+        groups = [(i, g["x"]) for i, g in enumerate(self.groups) if g["x"] is not None]
+        if np.any(self.think > NO_THINK * self.scale) or not groups:
+            return x
+
+        def misfit(log_s: float) -> float:
+            xs = self.evaluate(x * math.exp(log_s))[1]
+            return float(
+                sum(
+                    np.sum((np.log(np.maximum(xs[i], _EPS)) - np.log(np.maximum(t, _EPS))) ** 2)
+                    for i, t in groups
+                )
+            )
+
+        best = minimize_scalar(misfit, bounds=(-12.0, 12.0), method="bounded")
+        return x * math.exp(float(best.x))
 
     def constraints(self) -> list[dict[str, Callable]]:
         delta = self.sd.delta
