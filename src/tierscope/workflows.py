@@ -433,6 +433,13 @@ def _write_report(
     return Path(write_report(run.path, page, None if out_file is None else Path(out_file)))
 
 
+def _is_cassandra(run: Any) -> bool:
+    """A run of the cassandra target (its model is Dipietro's, :mod:`tierscope.plan.cassandra`)."""
+    if run.points is None or run.points.height == 0:
+        return False
+    return bool(run.setup(run.points["setup"][0]).system.kind == "cassandra")
+
+
 def read_run_dir(run_dir: PathLike) -> Any:
     """The run in ``run_dir`` (InputError naming it when it is not a run folder)."""
     from tierscope.store import read_run
@@ -463,6 +470,7 @@ def estimate_input(
         estimate,
         observations_from_run,
     )
+    from tierscope.estimate._data import demands_doc
     from tierscope.spec.observations import load_observations_csv
 
     if method not in METHOD_NAMES:
@@ -476,7 +484,7 @@ def estimate_input(
     else:
         raise InputError("INPUT", str(path), "an existing run folder or CSV file")
     chosen = choose_method(data)[0] if method == "auto" else method
-    sd_only = ("k_states", "states", "search", "divergence", "delta")
+    sd_only = ("k_states", "states", "search", "divergence", "delta", "starts")
     given = {k: v for k, v in params.items() if chosen == "sd" or k not in sd_only}
     result = estimate(data, method, **given)
     doc = result.to_dict()
@@ -485,7 +493,12 @@ def estimate_input(
             "states_kept": result.states_kept_,
             "divergence": result.objective_,
             "run_time_s": result.run_time_,
+            "marginals": {"sd": result.divergences(data, result.demands_)},
         }
+        if data.records is not None:  # beside complete information's demands (seed 004 §9.3)
+            ci = ESTIMATORS["ci"](n_boot=0).fit(data)
+            doc["sd"]["marginals"]["ci"] = result.divergences(data, ci.demands_)
+            doc["sd"]["ci_demands"] = demands_doc(data.stations, data.classes, ci.demands_)
     return doc
 
 
@@ -506,16 +519,23 @@ def calibrate_run(
     from tierscope.plan import calibrate, model_vs_measurement
 
     run = read_run_dir(run_dir)
-    cal = calibrate(run, setup=setup, window=window, solver=solver, duration=duration, seed=seed)
     target = Path(out_file) if out_file is not None else run.path / "model.yaml"
-    doc = cal.to_dict() | {"model_file": str(target)}
+    if _is_cassandra(run):
+        from tierscope.plan.cassandra import calibrate_cassandra
+
+        cal_c = calibrate_cassandra(run, setup=setup, seed=seed)
+        doc, model_doc, figure = cal_c.to_dict(), cal_c.model_document(), cal_c.figure()
+    else:
+        cal = calibrate(
+            run, setup=setup, window=window, solver=solver, duration=duration, seed=seed
+        )
+        doc, model_doc, figure = cal.to_dict(), cal.model_document(), model_vs_measurement(cal)
+    doc |= {"model_file": str(target)}
     # beside the model: the validation, and the columns of a "model vs measurement" figure
     record = target.with_name("calibration.json")
     try:
-        target.write_text(yaml.safe_dump(cal.model_document(), sort_keys=False))
-        record.write_text(
-            json.dumps(doc | {"figure": model_vs_measurement(cal)}, indent=1, allow_nan=False)
-        )
+        target.write_text(yaml.safe_dump(model_doc, sort_keys=False))
+        record.write_text(json.dumps(doc | {"figure": figure}, indent=1, allow_nan=False))
     except OSError as exc:
         raise InputError("--out", str(target), f"a writable file ({exc.strerror})") from None
     if record.parent.resolve() == run.path.resolve():
@@ -541,6 +561,15 @@ def whatif_run(
     from tierscope.plan import fit_model, measured_levels, whatif
 
     run = read_run_dir(run_dir)
+    if _is_cassandra(run):
+        from tierscope.plan.cassandra import calibrate_cassandra, cassandra_whatif
+
+        cal_c = calibrate_cassandra(run, setup=setup, seed=seed)
+        own = [r for r in cal_c.rows if r["setup"] == cal_c.setup]
+        seen = {r["level"]: {"throughput": r["throughput"], "rt_mean": r["rt_mean"]} for r in own}
+        return cassandra_whatif(
+            cal_c, list(changes), list(levels or sorted(seen)), measured=seen, seed=seed
+        )
     model, _, _ = fit_model(run, setup=setup, solver=solver, seed=seed)
     chosen = setup or run.points["setup"][0]
     measured = {

@@ -47,6 +47,7 @@ __all__ = [
     "CONSISTENCY",
     "THESIS_DEMANDS",
     "CassandraCluster",
+    "ReadCosts",
     "cpu_per_request",
     "replicas_waited",
     "throughput_bound",
@@ -103,6 +104,15 @@ class CassandraCluster:
     replicated_quorum: bool = False
     #: requests a node's CPU holds at once (the read stage's threads); None: no limit
     concurrent_reads: int | None = 32
+    #: what a request spends outside the nodes' and the clients' CPU (the driver's threads,
+    #: the loopback, wake-ups): a delay station between the client's CPU and its network
+    client_delay: float = 0.0
+    #: the chance that a coordinator holding a replica reads its own under ONE (the dynamic
+    #: snitch ranks the replicas by their latency, and now and then its own below another's;
+    #: 1 is the thesis's static choice); see :attr:`local_kept`
+    local_first: float = 1.0
+    #: the client sends each request to a replica of its key (no coordinator without one)
+    token_aware: bool = False
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -116,12 +126,15 @@ class CassandraCluster:
             raise InputError("clients", self.clients, "at least 1 client thread")
         if self.concurrent_reads is not None and self.concurrent_reads < 1:
             raise InputError("concurrent_reads", self.concurrent_reads, "at least 1, or none")
+        if not 0 <= self.local_first <= 1:
+            raise InputError("local_first", self.local_first, "a probability from 0 to 1")
         missing = [c for c in CPU_CLASSES if c not in self.cpu]
         if missing:
             raise InputError("cpu", missing[0], "a CPU demand for " + ", ".join(CPU_CLASSES))
         for name, v in [*self.cpu.items(), ("net_request", self.net_request),
                         ("net_data", self.net_data), ("disk", self.disk),
-                        ("client_cpu", self.client_cpu)]:  # fmt: skip
+                        ("client_cpu", self.client_cpu),
+                        ("client_delay", self.client_delay)]:  # fmt: skip
             if not v >= 0:
                 raise InputError(name, v, "a demand in seconds >= 0")
 
@@ -145,9 +158,22 @@ class CassandraCluster:
         return self.replication if self.replicated_quorum else self.waited
 
     @property
+    def local_kept(self) -> float:
+        """The chance that a coordinator holding a replica reads its own: that its replica is
+        among the ``asked`` the snitch ranks first. Its own first with :attr:`local_first`,
+        the others in any order alike: p + (asked − 1)(1 − p)/(RF − 1)."""
+        p, rf = self.local_first, self.replication
+        if rf == 1 or self.asked >= rf:
+            return 1.0
+        return p + (self.asked - 1) * (1 - p) / (rf - 1)
+
+    @property
     def remote_share(self) -> float:
-        """(N − RF)/N: requests whose coordinator holds no replica."""
-        return (self.nodes - self.replication) / self.nodes
+        """Requests whose coordinator asks only other nodes: (N − RF)/N hold no replica (none
+        when the client is token-aware), and of the rest those whose own replica the snitch
+        ranked out (1 − :attr:`local_kept`)."""
+        holders = 1.0 if self.token_aware else self.replication / self.nodes
+        return (1 - holders) + holders * (1 - self.local_kept)
 
     # ---- the model -------------------------------------------------------------------------
     def model(self) -> Model:
@@ -166,6 +192,8 @@ class CassandraCluster:
         ]
         if self.think_time > 0:
             stations.append({"name": "think", "type": "delay"})
+        if self.client_delay > 0:
+            stations.append({"name": "ycsb-delay", "type": "delay"})
         # local reads send asked - 1 replica requests, remote ones asked
         fan_out = asked if p_remote > 0 else asked - 1
         routers = {k: [f"route-{k}-{i}" for i in range(1, fan_out + 1)] for k in nodes}
@@ -206,6 +234,9 @@ class CassandraCluster:
             "ycsb-net": entry,
         }
         client_service = {"ycsb-cpu": self.client_cpu, "ycsb-net": self.net_request}
+        if self.client_delay > 0:
+            client_rows |= {"ycsb-cpu": {"ycsb-delay": 1.0}, "ycsb-delay": {"ycsb-net": 1.0}}
+            client_service["ycsb-delay"] = self.client_delay
         if self.think_time > 0:
             client_rows = {"think": {"ycsb-cpu": 1.0}, **client_rows}
             client_service["think"] = self.think_time
@@ -269,6 +300,48 @@ class CassandraCluster:
         variant = "-replicated" if self.replicated_quorum else ""
         return {"name": f"cassandra-{n}n-rf{self.replication}-{self.consistency}{variant}",
                 "stations": stations, "classes": classes}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReadCosts:
+    """The CPU (seconds of one core) of the events a read is made of, whatever the consistency
+    level: ``coordinate``, its coordinator's own work (parse, answer the client); ``read``, one
+    replica's read of the row (its coordinator's own or another node's); ``message``, one side
+    of a replica request (the coordinator sending it and taking the answer, or the replica
+    taking it and answering). A read that waits for w replicas with a answers from other nodes
+    costs c + w r + 2 a h (seed 004 §5's classes, one formula: :meth:`cpu`)."""
+
+    coordinate: float
+    read: float
+    message: float
+
+    @classmethod
+    def thesis(cls) -> ReadCosts:
+        """The thesis's ONE demands (Table 3.2) split into events, with the two sides of a
+        replica request alike: local = c + r, remote + remote end = c + h, replica = r + h."""
+        d = THESIS_DEMANDS["one"]
+        local, remote, replica = d["local"], d["remote"] + d["remote_end"], d["replica"]
+        return cls((local + remote - replica) / 2, (local - remote + replica) / 2,
+                   (remote - local + replica) / 2)  # fmt: skip
+
+    def per_read(self, reads: float, answers: float) -> float:
+        """CPU of a read that made ``reads`` replica reads, ``answers`` of them on other
+        nodes."""
+        return self.coordinate + reads * self.read + 2 * answers * self.message
+
+    def scaled(self, factor: float) -> ReadCosts:
+        return ReadCosts(self.coordinate * factor, self.read * factor, self.message * factor)
+
+    def cpu(self, asked: int) -> dict[str, float]:
+        """:attr:`CassandraCluster.cpu` for reads that ask ``asked`` replicas: the coordinator's
+        work half before and half after the answers, its own read (a local read) before it."""
+        c, r, h = self.coordinate, self.read, self.message
+        return {"local": c / 2 + r + (asked - 1) * h / 2, "local_end": c / 2 + (asked - 1) * h / 2,
+                "remote": c / 2 + asked * h / 2, "remote_end": c / 2 + asked * h / 2,
+                "replica": r + h}  # fmt: skip
+
+    def to_dict(self) -> dict[str, float]:
+        return {"coordinate": self.coordinate, "read": self.read, "message": self.message}
 
 
 def cpu_per_request(cluster: CassandraCluster) -> float:

@@ -41,10 +41,25 @@ def estimate(doc: dict[str, Any], title: str) -> RenderableType:
                 style="dim",
             )
         )
+        marginals = sd.get("marginals", {})
+        if "ci" in marginals:
+            sd_m, ci_m = marginals["sd"], marginals["ci"]
+            ci_d = ", ".join(
+                f"{st} {fmt(v, 3)}" for st, by in sd["ci_demands"].items() for v in by.values()
+            )
+            extra.append(
+                Text(
+                    f"marginals vs observed — KL: SD {fmt(sd_m['kl'], 3)}, CI {fmt(ci_m['kl'], 3)}"
+                    f" · Hellinger: SD {fmt(sd_m['hellinger'], 3)}, CI {fmt(ci_m['hellinger'], 3)}"
+                    f" (CI's demands: {ci_d})"
+                )
+            )
     return Group(table, *extra, *_notes(doc))
 
 
 def calibration(doc: dict[str, Any], title: str) -> RenderableType:
+    if doc.get("kind") == "cassandra":
+        return cassandra_calibration(doc, title)
     m = doc["model"]
     tiers = Table(title=f"{title} — calibrated model ({doc['solver']})", title_justify="left")
     cols = ("tier", "replicas", "cpu/replica", "demand [ms CPU]", "contention", "background")
@@ -219,3 +234,48 @@ def plan(doc: dict[str, Any], title: str) -> RenderableType:
         if lv["cheapest"]
     ]
     return Group(table, rule, *_notes(doc), *hints)
+
+
+def cassandra_calibration(doc: dict[str, Any], title: str) -> RenderableType:
+    """Dipietro's model calibrated on one setup, every setup's levels predicted."""
+    m, me = doc["model"], doc["measured"]
+    costs = m["costs"]
+    head = Text(
+        f"{title} — Cassandra model ({m['nodes']} nodes, RF {m['replication']}) calibrated on "
+        f"setup {doc['setup']} ({m['consistency'].upper()}): a read cost "
+        f"{me['cpu_per_read'] * 1e3:.3g} ms of node CPU with {me['reads_per_read']:.2f} replica "
+        f"reads and {me['answers_per_read']:.2f} answers from other nodes — coordinate "
+        f"{costs['coordinate'] * 1e3:.3g} ms, read {costs['read'] * 1e3:.3g} ms, each side of a "
+        f"replica request {costs['message'] * 1e3:.3g} ms; own replica read first "
+        f"{m['local_first']:.0%}; client {m['client_cpu'] * 1e3:.3g} ms CPU + "
+        f"{m['client_delay'] * 1e3:.3g} ms outside",
+        style="bold",
+    )
+    table = Table(title_justify="left")
+    cols = ("setup", "CL", "users", "X meas.", "X model", "error", "R meas. [ms]", "R model [ms]",
+            "error", "CPU/read meas. [ms]", "model [ms]")  # fmt: skip
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("setup", "CL") else "right")
+    for r in doc["levels"]:
+        table.add_row(
+            r["setup"] + ("" if r["role"] == "prediction" else " (calibration)"),
+            r["consistency"].upper(),
+            str(r["level"]),
+            fmt(r["throughput"], 4),
+            fmt(r["throughput_model"], 4),
+            signed_pct(r["throughput_error"]),
+            _ms(r["rt_mean"]),
+            _ms(r["rt_model"]),
+            signed_pct(r["rt_error"]),
+            _ms(r["cpu_per_read"]),
+            _ms(r["cpu_per_read_model"]),
+        )
+    lines = [
+        Text(
+            f"{name}: throughput error {s['throughput_error_mean']:.1%} on average (at most "
+            f"{s['throughput_error_max']:.1%}), response time {s['rt_error_mean']:.1%} (at most "
+            f"{s['rt_error_max']:.1%})" + (" — predicted" if s["role"] == "prediction" else ""),
+        )
+        for name, s in doc["summary"]["setups"].items()
+    ]
+    return Group(head, table, *lines, *_notes(doc))

@@ -258,6 +258,14 @@ def build_model(
     setup = setup or run.points["setup"][0]
     source = str(run.path)
     spec = run.setup(setup)
+    if spec.system.kind in ("kafka", "cassandra"):
+        raise InputError(
+            "system.kind",
+            spec.system.kind,
+            "a run of tiers (embedded, webstack, attach): a cluster's model is its domain's "
+            f"(docs/{spec.system.kind}.md)",
+            source=source,
+        )
     if spec.workload_mode != "closed":
         raise InputError(
             "workload.mode",
