@@ -5,8 +5,11 @@ what-ifs (consistency level, replication factor, nodes, CPU per node, the replic
 What the calibration takes from one setup of the run (by default the first; its levels are
 reads, YCSB's workload C — other operations are counted as reads, and a note says so):
 
-* **CPU per read**: the nodes' CPU (their cgroups, summed) over the throughput, the median over
-  the setup's levels; the client's likewise (its worker processes).
+* **CPU per read**: the nodes' CPU (their cgroups, summed) over the throughput at the level
+  where it is least; the client's likewise (its worker processes). Idle threads burn CPU too —
+  a JVM's pool workers spin before they park, and under a quota they spend it: measured here
+  on 3 nodes capped at 0.3 core, one user's reads at ONE cost 1.2 ms of CPU each, sixteen
+  users' 0.46 ms — so the least is the reads' own.
 * **What a read was made of**, from the nodes' own counters (Jolokia): the replica reads per
   read (``table_reads_s``: ONE 1, QUORUM 2 and a few speculative retries) and the answers a
   coordinator took from other nodes (``request_response_completed_s``).
@@ -28,9 +31,10 @@ reads, YCSB's workload C — other operations are counted as reads, and a note s
   others. No queueing station does that, so the model gives the node's servers a speed
   between the two that depends on the share of the quota the node uses: at each of the
   calibration setup's levels, the speed at which the model gives the measured throughput,
-  against the quota used there (measured), interpolated between full speed unused and the
-  quota's worth spent, never rising with the share (:class:`Node`). A prediction solves for the
-  share the nodes then use (the speed falls as it grows, the throughput with it: bisection).
+  against the share of the quota its reads need there (CPU per read x throughput / quota),
+  interpolated between full speed at none and the quota's worth at all of it (:class:`Node`).
+  A prediction solves for the share the nodes' reads then need (the speed changes with it,
+  the throughput with the speed: bisection).
   Without a quota, the host's cores at full speed (the nodes then share them with each other
   and the client, which the model does not know: a note says so). The client: one server per
   worker process (its main thread issues the operations).
@@ -101,14 +105,14 @@ class Setup:
     def quota(self) -> float | None:
         return tier_facts(self.spec, ("node",))["node"].cpu
 
-    def per_read(self, column: str) -> float:
-        """The median over the levels of a points column per read."""
+    def per_read(self, column: str, how: str = "median") -> float:
+        """A points column per read over the setup's levels: their median, or their least."""
         if column not in self.points.columns:
             raise InputError("points.parquet", column, "a cassandra run's node counters")
         values = (self.points[column] / self.points["throughput"]).drop_nulls().to_list()
         if not values:
             raise InputError("points.parquet", column, "measured values at the setup's levels")
-        return float(statistics.median(values))
+        return float(min(values) if how == "least" else statistics.median(values))
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ class Node:
     """A node's CPU in the model: ``servers`` of which each runs at ``speed`` while
     throttling slows it, between its quota's worth (``quota`` / servers: a quota spent) and
     full speed (a quota nowhere near spent); ``free`` is the measured curve of how far towards
-    full speed (0 to 1) it runs at each share of its quota used (see the module)."""
+    full speed (0 to 1) it runs at each share of its quota its reads need (see the module)."""
 
     servers: int
     quota: float | None
@@ -130,11 +134,12 @@ class Node:
 
     @property
     def throttled(self) -> bool:
-        """A quota below one core throttles a node that is not busy all the time."""
+        """A quota below its servers' cores throttles: the node runs at full speed until it
+        has spent the quota of a period."""
         return self.quota is not None and self.quota < self.servers
 
     def speed(self, used: float) -> float:
-        """Each server's speed when the node uses this share of its quota."""
+        """Each server's speed when the node's reads need this share of its quota."""
         if self.quota is None:
             return 1.0
         floor = self.quota / self.servers
@@ -142,6 +147,25 @@ class Node:
             return floor
         u, g = zip(*self.free, strict=True)
         return floor + (1 - floor) * float(np.interp(used, u, g))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's throughput, the cluster solved, its nodes' speed, and the share of their
+    quota its reads need (CPU per read x throughput / quota)."""
+
+    throughput: float
+    cluster: CassandraCluster
+    speed: float
+    used: float
+
+    @property
+    def cpu_per_read(self) -> float:
+        return cpu_per_request(self.cluster) * self.speed
+
+    @property
+    def rt_mean(self) -> float:
+        return self.cluster.clients / self.throughput - self.cluster.think_time
 
 
 @dataclass(frozen=True)
@@ -184,26 +208,22 @@ class CassandraCalibration:
         )
         return replace(probe, cpu={k: v / speed for k, v in self.costs.cpu(probe.asked).items()})
 
-    def predict(self, *, seed: int, precision: float, node: Node | None = None, **facts: Any
-                ) -> tuple[float, CassandraCluster, float]:  # fmt: skip
-        """Throughput, the cluster solved and the share of the quota its nodes use, with the
-        nodes' speed where it meets the throughput it gives (throttling grows with the quota
-        used, the throughput falls with it): bisection on the share."""
+    def predict(
+        self, *, seed: int, precision: float, node: Node | None = None, **facts: Any
+    ) -> Prediction:
+        """The throughput with the nodes' speed where it meets the share of the quota the
+        reads then need (throttling grows with the share, the throughput falls with it):
+        bisection on the share."""
         node = node or self.node
-        if not node.throttled:
-            cluster = self.at(node=node, speed=node.speed(0.0), **facts)
-            x = _simulate(cluster, seed=seed, precision=precision)
-            return x, cluster, _used(cluster, x, node.speed(0.0), node)
         lo, hi = 0.0, 1.0
-        best: tuple[float, CassandraCluster, float] | None = None
-        for _ in range(SPEED_STEPS):
+        best = None
+        for _ in range(SPEED_STEPS if node.throttled else 1):
             mid = (lo + hi) / 2
             speed = node.speed(mid)
             cluster = self.at(node=node, speed=speed, **facts)
             x = _simulate(cluster, seed=seed, precision=precision)
-            used = _used(cluster, x, speed, node)
-            best = (x, cluster, used)
-            lo, hi = (mid, hi) if used > mid else (lo, mid)
+            best = Prediction(x, cluster, speed, _used(cluster, x, speed, node))
+            lo, hi = (mid, hi) if best.used > mid else (lo, mid)
         assert best is not None
         return best
 
@@ -299,10 +319,12 @@ def calibrate_cassandra(
     token_aware = cal.workload.routing == "token-aware"
     if set(cal.workload.ycsb.mix) - set(READS):
         notes.append("the model is of reads: the workload's writes are counted as reads")
-    cpu = cal.per_read("node.cpu_cores")
+    # idle threads burn CPU too (a JVM's pool workers spin before they park, a client polls):
+    # per read it is least at the level with the least idle time
+    cpu = cal.per_read("node.cpu_cores", "least")
+    client = cal.per_read("client.cpu_cores", "least")
     reads = cal.per_read("node.table_reads_s")
     answers = cal.per_read("node.request_response_completed_s")
-    client = cal.per_read("client.cpu_cores")
     host = run.info.get("host") or {}
     host_cores = float(host.get("usable_cores") or host.get("cores") or 1)
     node = Node.of(cal.quota, host_cores)
@@ -338,11 +360,13 @@ def calibrate_cassandra(
     free: list[tuple[float, float]] = []
     if node.throttled:
         for p in levels.iter_rows(named=True):
-            used = p["node.cpu_cores"] / (nodes * float(node.quota or 1))
-            speed = _speed_for(calibration, round(p["level"]), p["throughput"], seed, precision)
+            users = round(p["level"])
+            speed = _speed_for(calibration, users, p["throughput"], seed, precision)
+            probe = calibration.at(clients=users, speed=speed)
             floor = node.speed(1.0)
-            free.append((min(used, 1.0), (speed - floor) / (1 - floor)))
-        node = replace(node, free=_monotone(free))
+            used = _used(probe, p["throughput"], speed, node)
+            free.append((used, (speed - floor) / (1 - floor)))
+        node = replace(node, free=_curve(free))
     measured = {
         "cpu_per_read": cpu,
         "reads_per_read": reads,
@@ -360,13 +384,13 @@ def calibrate_cassandra(
             continue
         other_node = replace(Node.of(other.quota, host_cores), free=node.free)
         for p in other.points.sort("level").iter_rows(named=True):
-            x, cluster, used = calibration.predict(
+            pred = calibration.predict(
                 seed=seed, precision=precision, node=other_node, consistency=other.consistency,
                 clients=round(p["level"]),
                 replication=other.spec.system.cassandra_keyspace.replication,
                 token_aware=other.workload.routing == "token-aware",
             )  # fmt: skip
-            rows.append(_row(other, other.name == name, p, cluster, x, used, other_node))
+            rows.append(_row(other, other.name == name, p, pred, other_node))
     return replace(calibration, rows=rows)
 
 
@@ -425,16 +449,16 @@ def cassandra_whatif(
     probe = calibration.at(node=node, speed=node.speed(1.0), **facts)  # refuses RF > nodes
     rows = []
     for users in levels:
-        xb, before, _ = calibration.predict(seed=seed, precision=precision, clients=users)
-        xa, after, _ = calibration.predict(
+        before = calibration.predict(seed=seed, precision=precision, clients=users)
+        after = calibration.predict(
             seed=seed, precision=precision, node=node, clients=users, **facts
         )
         rows.append(
             {
                 "users": users,
                 "measured": {"measured": (measured or {}).get(users, {})},
-                "baseline": {"throughput": xb, "rt_mean": users / xb - before.think_time},
-                "changed": {"throughput": xa, "rt_mean": users / xa - after.think_time},
+                "baseline": {"throughput": before.throughput, "rt_mean": before.rt_mean},
+                "changed": {"throughput": after.throughput, "rt_mean": after.rt_mean},
             }
         )
     # no population exceeds these: the nodes at their quota's worth
@@ -473,8 +497,8 @@ def _setups(run: Run) -> dict[str, Setup]:
 
 
 def _used(cluster: CassandraCluster, x: float, speed: float, node: Node) -> float:
-    """The share of its quota a node uses at throughput ``x`` (CPU seconds: the model's at
-    ``speed`` times the speed)."""
+    """The share of its quota a node's reads need at throughput ``x`` (their CPU: the model's
+    at ``speed`` times the speed), whatever idle threads burn besides."""
     if node.quota is None:
         return 0.0
     return min(1.0, x * cpu_per_request(cluster) * speed / (cluster.nodes * node.quota))
@@ -497,18 +521,15 @@ def _speed_for(
     return math.exp((lo + hi) / 2)
 
 
-def _monotone(points: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
-    """The measured (share of the quota used, how far towards full speed) points with full
-    speed unused and none at the quota, sorted, the speed never rising with the share."""
-    pts = sorted([(0.0, 1.0), *points, (1.0, 0.0)])
-    out, low = [], 1.0
-    for u, g in pts:
-        low = min(low, max(0.0, g))
-        if out and u <= out[-1][0]:
-            out[-1] = (out[-1][0], low)
-            continue
-        out.append((u, low))
-    return tuple(out)
+def _curve(points: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """The measured (share of the quota the reads need, how far towards full speed) points,
+    sorted, with full speed at none and the quota's worth at all of it (points at one share
+    averaged). Not forced to fall with the share: at light load a JVM's idle workers spin and
+    spend the quota themselves, so its reads may run slower there than under more load."""
+    by_share: dict[float, list[float]] = {}
+    for u, g in [(0.0, 1.0), *points, (1.0, 0.0)]:
+        by_share.setdefault(round(min(max(u, 0.0), 1.0), 6), []).append(min(max(g, 0.0), 1.0))
+    return tuple((u, float(np.mean(g))) for u, g in sorted(by_share.items()))
 
 
 def _simulate(cluster: CassandraCluster, *, seed: int, precision: float) -> float:
@@ -519,37 +540,28 @@ def _simulate(cluster: CassandraCluster, *, seed: int, precision: float) -> floa
     return float(out["classes"]["client"]["throughput"])
 
 
-def _row(
-    setup: Setup,
-    calibration: bool,
-    p: dict[str, Any],
-    cluster: CassandraCluster,
-    x: float,
-    used: float,
-    node: Node,
-) -> dict[str, Any]:
-    users = cluster.clients
-    r = users / x - cluster.think_time
-    speed = node.speed(used)
+def _row(setup: Setup, calibration: bool, p: dict[str, Any], pred: Prediction, node: Node
+         ) -> dict[str, Any]:  # fmt: skip
+    x = pred.throughput
     return {
         "setup": setup.name,
         "role": "calibration" if calibration else "prediction",
         "consistency": setup.consistency,
-        "level": users,
+        "level": pred.cluster.clients,
         "throughput": p["throughput"],
         "throughput_model": x,
         "throughput_error": x / p["throughput"] - 1,
         "rt_mean": p["rt_mean"],
         "rt_p95": p["rt_p95"],
-        "rt_model": r,
-        "rt_error": r / p["rt_mean"] - 1,
+        "rt_model": pred.rt_mean,
+        "rt_error": pred.rt_mean / p["rt_mean"] - 1,
         "cpu_per_read": p["node.cpu_cores"] / p["throughput"],
-        "cpu_per_read_model": cpu_per_request(cluster) * speed,
-        "quota_used": None
+        "cpu_per_read_model": pred.cpu_per_read,
+        "quota_cpu": None
         if node.quota is None
-        else p["node.cpu_cores"] / (cluster.nodes * node.quota),
-        "quota_used_model": used,
-        "speed_model": speed,
+        else p["node.cpu_cores"] / (pred.cluster.nodes * node.quota),
+        "quota_needed_model": pred.used,
+        "speed_model": pred.speed,
     }
 
 
