@@ -38,9 +38,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from tierscope.errors import InputError
+from tierscope.spec.cassandra import CONSISTENCY, replicas_needed
 from tierscope.spec.model import Model, parse_model
 
 __all__ = [
@@ -53,8 +54,6 @@ __all__ = [
     "throughput_bound",
 ]
 
-Consistency = Literal["one", "quorum", "all"]
-CONSISTENCY = ("one", "quorum", "all")
 _MS = 1e-3
 
 #: Table 3.2 (CPU per class and consistency level) and Table 3.3 (network, disk, client), in
@@ -81,7 +80,7 @@ def replicas_waited(consistency: str, replication: int) -> int:
     """w: the replica responses a read waits for (ONE 1, QUORUM ⌊RF/2⌋ + 1, ALL RF)."""
     if consistency not in CONSISTENCY:
         raise InputError("consistency", consistency, "one, quorum or all")
-    return {"one": 1, "quorum": replication // 2 + 1, "all": replication}[consistency]
+    return replicas_needed(consistency, replication)
 
 
 @dataclass(frozen=True)
