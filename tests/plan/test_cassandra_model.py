@@ -106,3 +106,36 @@ def test_a_bad_change_is_refused_naming_it(change: str, field: str) -> None:
     with pytest.raises(InputError) as err:
         parse_changes([change])
     assert err.value.field == field and change in str(err.value)
+
+
+def test_levels_without_reads_or_latency_are_no_traceback(
+    run_dir: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """A level that served nothing is left out of the CPU per read; a lightest level without
+    Cassandra's coordinator latency gives no outside delay and says so; a run without the
+    nodes' counters is refused naming the column."""
+    import polars as pl
+
+    from tierscope.store import RunWriter
+
+    path, _ = run_dir
+    run = read_run(path)
+    assert run.points is not None
+    points = run.points.with_columns(
+        pl.when(pl.col("level") == 1).then(None).otherwise(pl.col("node.read_ms"))
+        .alias("node.read_ms")
+    )  # fmt: skip
+    idle = points.filter(pl.col("level") == 12).with_columns(
+        pl.lit(0.0).alias("throughput"), pl.lit(24.0).alias("level")
+    )
+    for name, frame in (("gaps", pl.concat([points, idle])), ("bare", points.drop(
+            "node.table_reads_s"))):  # fmt: skip
+        writer = RunWriter.create(tmp_path / name, kind="experiment", spec=run.info["spec"])
+        with writer:
+            writer.append("points", frame)
+    cal = calibrate_cassandra(read_run(tmp_path / "gaps"), setup="one", precision=0.05)
+    assert cal.cluster.client_delay == 0.0 and any("node.read_ms" in n for n in cal.notes)
+    assert cal.costs.coordinate == pytest.approx(COSTS.coordinate, rel=0.03)
+    with pytest.raises(InputError) as err:
+        calibrate_cassandra(read_run(tmp_path / "bare"), setup="one")
+    assert "node.table_reads_s" in str(err.value)

@@ -348,7 +348,14 @@ def calibrate_cassandra(
     light = levels.row(0, named=True)
     # outside the nodes and the client's CPU: the lightest level's response time less the
     # coordinators' own latency (Cassandra's) and the client's CPU
-    delay = max(0.0, light["rt_mean"] - light.get("node.read_ms", 0.0) * 1e-3 - client)
+    coordinator_ms = light.get("node.read_ms")
+    if coordinator_ms is None or light.get("rt_mean") is None:
+        delay = 0.0
+        notes.append(
+            "no coordinator latency (node.read_ms) at the lightest level: no outside delay"
+        )
+    else:
+        delay = max(0.0, light["rt_mean"] - coordinator_ms * 1e-3 - client)
     base = CassandraCluster(
         nodes, rf, cal.consistency, round(levels["level"][-1]),
         {k: v / node.speed(1.0) for k, v in costs.cpu(asked).items()},
@@ -492,7 +499,11 @@ def _setups(run: Run) -> dict[str, Setup]:
                 source=str(run.path),
             )  # fmt: skip
         workload = parse_cassandra_workload(spec.workload, str(run.path))
-        out[name] = Setup(name, spec, workload, run.points.filter(pl.col("setup") == name))
+        # a level that served nothing tells no cost and has nothing to predict
+        served = run.points.filter(pl.col("setup") == name, pl.col("throughput") > 0)
+        if served.height == 0:
+            raise InputError("points.parquet", name, "a setup with reads served at some level")
+        out[name] = Setup(name, spec, workload, served)
     return out
 
 
