@@ -564,9 +564,12 @@ def whatif_run(
     if _is_cassandra(run):
         from tierscope.plan.cassandra import calibrate_cassandra, cassandra_whatif
 
-        cal_c = calibrate_cassandra(run, setup=setup, seed=seed)
-        own = [r for r in cal_c.rows if r["setup"] == cal_c.setup]
-        seen = {r["level"]: {"throughput": r["throughput"], "rt_mean": r["rt_mean"]} for r in own}
+        cal_c = calibrate_cassandra(run, setup=setup, seed=seed, validate=False)
+        own = run.points.filter(run.points["setup"] == cal_c.setup)
+        seen = {
+            round(r["level"]): {"throughput": r["throughput"], "rt_mean": r["rt_mean"]}
+            for r in own.iter_rows(named=True)
+        }
         return cassandra_whatif(
             cal_c, list(changes), list(levels or sorted(seen)), measured=seen, seed=seed
         )
