@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tierscope.domains._quota_sim import SimTier, simulate_closed
+from tierscope.sim.twin import SimTier, simulate_closed
 from tierscope.domains.ntier import (
     KERNEL_TICK_S,
     HostModel,
@@ -284,7 +284,8 @@ def test_throttled_fraction_counts_periods_like_the_kernel() -> None:
 
 def test_a_stalled_replica_runs_nothing_until_the_stall_ends() -> None:
     """Stalls from 0.5 to 0.8 s of every second: a 1 ms request (one user, no quota) that
-    arrives in a stall ends 1 ms after it; the others take their 1 ms."""
+    arrives in a stall ends 1 ms after it, one that arrives in the last 1 ms before a stall
+    ends 0.3 s later than it would have; the others take their 1 ms."""
     out = _one_user(
         1e-3,
         SimTier("app", 1, 1.0, None),
@@ -300,8 +301,11 @@ def test_a_stalled_replica_runs_nothing_until_the_stall_ends() -> None:
     phase = req[:, 0] % 1.0
     stalled = (phase >= 0.5) & (phase < 0.8)
     assert stalled.sum() > 15 and (~stalled).sum() > 200  # one request is caught per stall
+    caught = (phase >= 0.499) & (phase < 0.5)
+    free = ~stalled & ~caught
     np.testing.assert_allclose(req[stalled, 1], np.floor(req[stalled, 0]) + 0.801, atol=1e-9)
-    np.testing.assert_allclose(req[~stalled, 1] - req[~stalled, 0], 1e-3, atol=1e-9)
+    np.testing.assert_allclose(req[caught, 1] - req[caught, 0], 0.301, atol=1e-9)
+    np.testing.assert_allclose(req[free, 1] - req[free, 0], 1e-3, atol=1e-9)
 
 
 @pytest.mark.parametrize("quantum", [None, 0.005])

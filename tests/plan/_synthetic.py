@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tierscope.domains._quota_sim import SimTier, simulate_closed
+from tierscope.sim.twin import SimTier, simulate_closed
 from tierscope.store import RunWriter
 
 TIERS = ("web", "app", "db")

@@ -145,7 +145,7 @@ def test_a_planted_host_background_is_found_and_predicted(
     the simulation gave them. Calibration finds the background and the client's CPU, and its
     model predicts the sweep; without the host it predicts the knee 20-30 % too fast."""
     from tests.plan import _synthetic
-    from tierscope.domains._quota_sim import simulate_closed
+    from tierscope.sim.twin import simulate_closed
 
     cores, background, client = 2.0, 1.5, 1e-4
     host_busy: list[float] = []

@@ -40,6 +40,13 @@ pub enum Dist {
     },
     Ph(Box<PhaseType>),
     Empirical(Box<[f64]>),
+    /// Column `column` of the request's row of the model's demand table
+    /// (`Model::rows`): a request's demands at several stations drawn
+    /// together, so that a measured mix keeps its correlations. The engine
+    /// reads it from the job's row; [`Dist::sample`] never sees it.
+    Row {
+        column: u32,
+    },
 }
 
 /// A phase-type law, simulated as its absorbing Markov chain.
@@ -148,12 +155,21 @@ impl Dist {
                 }
                 Dist::Empirical(samples.into_boxed_slice())
             }
+            "row" => {
+                let column = o.count("column")?;
+                if column > u64::from(u32::MAX) {
+                    return Err(bad(o.at("column"), format!("{column} is too large")));
+                }
+                Dist::Row {
+                    column: column as u32,
+                }
+            }
             other => {
                 return Err(bad(
                     o.at("dist"),
                     format!(
                         "unknown distribution '{other}' (expected exp, det, erlang, hyperexp, \
-                         lognormal, uniform, ph or empirical)"
+                         lognormal, uniform, ph, empirical or row)"
                     ),
                 ))
             }
@@ -197,6 +213,8 @@ impl Dist {
                 let i = ((rng.unit() * s.len() as f64) as usize).min(s.len() - 1);
                 s[i]
             }
+            // (read from the job's row by the engine)
+            Dist::Row { .. } => 0.0,
         }
     }
 }

@@ -14,15 +14,18 @@ use std::time::Instant;
 use super::alias::{Dest, EXIT};
 use super::dist::Dist;
 use super::event::{EventKind, EventList};
+use super::json::bad;
 use super::markov::MarkovSim;
 use super::rng::{stream_id, Purpose, Rng};
-use super::spec::{Kind, Model};
+use super::spec::{CapacityChange, Change, Discipline, HostSpec, Kind, Model, Policy};
 use super::station::{Resched, Station};
-use super::stats::{Acc, Cell, Status, Trace, Windows};
+use super::stats::{Recorder, Samples, Status, Trace, Windows};
 use crate::error::Result;
 
 /// "No job / no group" marker in `u32` links.
 const NONE: u32 = u32::MAX;
+/// A CPU budget running out this close before a completion waits for it (s).
+const GRACE: f64 = 1e-9;
 
 /// One job (a request, or a task of a forked request).
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +48,8 @@ struct Job {
     arrival: f64,
     /// First time in service at the current station; NaN before.
     start: f64,
+    /// The current request's row of the demand table.
+    row: u32,
 }
 
 /// The tasks of one forked job.
@@ -80,6 +85,44 @@ pub struct Advance {
     pub windows: Windows,
     /// Only when the spec asked for traces.
     pub trace: Option<Trace>,
+    /// Only when the spec asked for `rt_samples`.
+    pub samples: Option<Samples>,
+}
+
+/// The host's cores shared by the CPU stations with `host` set.
+#[derive(Debug)]
+struct Host {
+    spec: HostSpec,
+    members: Vec<u32>,
+    /// Their processes that want to run, and the share of a core each gets.
+    n: f64,
+    share: f64,
+    /// Sums of the current window up to `t`: core-seconds the members'
+    /// processes wanted and got, and the other tasks'.
+    t: f64,
+    wanted: f64,
+    got: f64,
+    others: f64,
+}
+
+impl Host {
+    /// Integrates the sums up to `now` at the current state.
+    fn integrate(&mut self, now: f64) {
+        let span = now - self.t;
+        if span > 0.0 {
+            self.wanted += span * self.n;
+            self.got += span * self.n * self.share;
+            // The other tasks get the same share, or the cores when alone.
+            let bg = self.spec.background;
+            self.others += span
+                * if self.n > 0.0 {
+                    bg * self.share
+                } else {
+                    bg.min(self.spec.cores)
+                };
+        }
+        self.t = now;
+    }
 }
 
 /// A running simulation of one replication: the Markov fast path when the
@@ -122,6 +165,19 @@ impl Simulation {
         match &self.0 {
             Engine::Events(s) => s.events,
             Engine::Markov(s) => s.events(),
+        }
+    }
+
+    /// Schedules a capacity change (a replica started or stopped, a quota
+    /// changed) at `change.time`, which must not be in the past.
+    pub fn schedule_change(&mut self, change: CapacityChange) -> Result<()> {
+        match &mut self.0 {
+            Engine::Events(s) => s.schedule_change(change),
+            Engine::Markov(_) => Err(bad(
+                "change",
+                "capacity changes need the event engine (a model with balance or cpu \
+                 stations, or \"markov\": false)",
+            )),
         }
     }
 
@@ -181,14 +237,20 @@ struct EventSim {
     /// `class`, where its cycles end and restart.
     cycle_end: Vec<bool>,
 
-    cells: Vec<Cell>,
-    acc: Acc,
-    out: Windows,
-    window: u64,
-    window_start: f64,
-    window_end: f64,
-    /// Scratch: busy clocks of the stations at a window's end.
-    busy_end: Vec<f64>,
+    /// Quota leaf of each CPU station on the event list (`NONE`: no CPU).
+    quota_leaf: Vec<u32>,
+    /// Capacity changes scheduled so far (events name them by index).
+    changes: Vec<CapacityChange>,
+    /// Whether windows carry CPU sums (some station has a CPU).
+    cpu_windows: bool,
+    host: Option<Host>,
+    /// Balance stations: the turn of their round robin.
+    turn: Vec<u32>,
+    row_rng: Rng,
+    n_rows: u32,
+    samples: Option<Samples>,
+
+    rec: Recorder,
     trace: Option<Trace>,
 }
 
@@ -211,7 +273,36 @@ impl EventSim {
             pert_at[p.station].push(i as u32);
         }
         let pass = zero_time_passes(&model);
-        let mut st: Vec<Station> = model.stations.iter().map(Station::new).collect();
+        let mut st: Vec<Station> = model
+            .stations
+            .iter()
+            .enumerate()
+            .map(|(k, spec)| {
+                let period = spec.cpu.as_ref().map_or(0.0, |c| c.period);
+                let mut rng = Rng::stream(seed, replication, stream_id(Purpose::Quota, 0, k));
+                Station::new(spec, period * rng.unit())
+            })
+            .collect();
+        let mut quota_leaf = vec![NONE; m];
+        let mut quotas = Vec::new();
+        for (k, station) in st.iter().enumerate() {
+            if station.cpu.is_some() {
+                quota_leaf[k] = quotas.len() as u32;
+                quotas.push(k as u32);
+            }
+        }
+        let host = model.host.map(|spec| Host {
+            spec,
+            members: (0..m as u32)
+                .filter(|&k| st[k as usize].cpu.as_ref().is_some_and(|c| c.host))
+                .collect(),
+            n: 0.0,
+            share: 1.0,
+            t: 0.0,
+            wanted: 0.0,
+            got: 0.0,
+            others: 0.0,
+        });
         for (k, station) in st.iter_mut().enumerate() {
             if let Some(mu) = race_rates(&model, &pass, k) {
                 let rng = Rng::stream(seed, replication, stream_id(Purpose::Race, 0, k));
@@ -222,7 +313,7 @@ impl EventSim {
             m,
             now: 0.0,
             events: 0,
-            ev: EventList::new(m, nc),
+            ev: EventList::with_quotas(m, nc, quotas),
             st,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
@@ -248,13 +339,15 @@ impl EventSim {
             cycle_end: (0..nc * m)
                 .map(|i| !model.classes[i / m].open && model.classes[i / m].reference == i % m)
                 .collect(),
-            cells: vec![Cell::default(); nc * m],
-            acc: Acc::new(nc),
-            out: Windows::default(),
-            window: 0,
-            window_start: 0.0,
-            window_end: model.window,
-            busy_end: Vec::with_capacity(m),
+            cpu_windows: model.stations.iter().any(|s| s.cpu.is_some()),
+            quota_leaf,
+            changes: Vec::new(),
+            host,
+            turn: vec![0; m],
+            row_rng: Rng::stream(seed, replication, stream_id(Purpose::Rows, 0, 0)),
+            n_rows: (model.rows.len() / model.row_width.max(1)).min(u32::MAX as usize) as u32,
+            samples: model.rt_samples.then(Samples::default),
+            rec: Recorder::new(nc, m, model.window),
             trace: model.trace.then(Trace::default),
             model,
         };
@@ -262,6 +355,7 @@ impl EventSim {
             .map(|i| sim.model.routes.draw(i, &mut sim.route_rng[i]))
             .collect();
         sim.init();
+        sim.rebalance();
         sim
     }
 
@@ -285,6 +379,17 @@ impl EventSim {
                     },
                 );
             }
+        }
+        for k in 0..self.m {
+            if let Some(c) = self.st[k].cpu.as_mut().filter(|c| c.has_quota()) {
+                c.refilling = true;
+                let t = c.next_refill();
+                self.ev.push(t, EventKind::Refill { station: k as u32 });
+            }
+        }
+        for c in self.model.capacity_schedule.clone() {
+            // (checked when the spec was parsed)
+            let _ = self.schedule_change(c);
         }
         for (s, sch) in self.model.population_schedule.iter().enumerate() {
             for (i, &(t, _)) in sch.steps.iter().enumerate() {
@@ -311,12 +416,15 @@ impl EventSim {
                 break;
             }
             self.ev.remove_peeked();
-            if e.time >= self.window_end {
+            if e.time >= self.rec.end {
                 self.close_windows(e.time);
             }
             self.now = e.time;
             self.dispatch(e.kind);
             self.drain();
+            if self.host.is_some() {
+                self.rebalance();
+            }
             done += 1;
         }
         self.events += done;
@@ -330,8 +438,9 @@ impl EventSim {
             now: self.now,
             events: self.events,
             wall_s: wall.elapsed().as_secs_f64(),
-            windows: std::mem::take(&mut self.out),
+            windows: std::mem::take(&mut self.rec.out),
             trace: self.trace.as_mut().map(std::mem::take),
+            samples: self.samples.as_mut().map(std::mem::take),
         }
     }
 
@@ -346,6 +455,53 @@ impl EventSim {
             EventKind::Perturb { index, begin } => self.on_perturb(index as usize, begin),
             EventKind::Population { schedule, step } => {
                 self.on_population(schedule as usize, step as usize)
+            }
+            EventKind::QuotaOut { station } => self.on_quota_out(station as usize),
+            EventKind::Refill { station } => self.on_refill(station as usize),
+            EventKind::Capacity { index } => self.on_capacity(index as usize),
+        }
+    }
+
+    fn schedule_change(&mut self, change: CapacityChange) -> Result<()> {
+        change.check(&self.model.stations, "change")?;
+        if change.time < self.now {
+            return Err(bad(
+                "change.time",
+                format!(
+                    "{} is before the simulation's time {}",
+                    change.time, self.now
+                ),
+            ));
+        }
+        let index = self.changes.len() as u32;
+        self.changes.push(change);
+        self.ev.push(change.time, EventKind::Capacity { index });
+        Ok(())
+    }
+
+    /// A capacity change takes effect.
+    fn on_capacity(&mut self, i: usize) {
+        let CapacityChange {
+            station: k, change, ..
+        } = self.changes[i];
+        let now = self.now;
+        let st = &mut self.st[k];
+        match change {
+            Change::Active(a) => st.active = a,
+            Change::Budget(b) => {
+                st.touch(now);
+                let Some(c) = st.cpu.as_mut() else {
+                    return;
+                };
+                c.set_budget(b.unwrap_or(f64::INFINITY), now);
+                let start = c.has_quota() && !c.refilling;
+                c.refilling |= start;
+                let next = c.next_refill();
+                st.refresh();
+                if start {
+                    self.ev.push(next, EventKind::Refill { station: k as u32 });
+                }
+                self.reschedule(k);
             }
         }
     }
@@ -397,7 +553,16 @@ impl EventSim {
             sys_start,
             arrival: self.now,
             start: f64::NAN,
+            row: 0,
         })
+    }
+
+    /// A new request of job `j` starts: its row of the demand table.
+    #[inline(always)]
+    fn draw_row(&mut self, j: u32) {
+        if self.n_rows > 0 {
+            self.jobs[j as usize].row = self.row_rng.below(self.n_rows);
+        }
     }
 
     fn add_closed_job(&mut self, c: usize) {
@@ -461,24 +626,19 @@ impl EventSim {
 
     fn on_arrival(&mut self, c: usize) {
         let j = self.new_job(c, self.now);
+        self.draw_row(j);
         // Next arrival first: the arrival stream never depends on what jobs do.
         self.schedule_arrival(c, self.now);
-        let row = &self.model.entry[c];
-        let k = if row.len() == 1 {
-            row[0].1
-        } else {
-            let u = self.entry_rng[c].unit();
-            row.iter()
-                .find(|e| u < e.0)
-                .or(row.last())
-                .map_or(0, |e| e.1)
-        };
-        self.arrive(j, k as usize);
+        let k = self.model.entry_station(c, &mut self.entry_rng[c]);
+        self.arrive(j, k);
     }
 
     fn on_departure(&mut self, k: usize) {
         self.st[k].touch(self.now);
         let Some(j) = self.st[k].complete() else {
+            // (a round-robin slice ended)
+            self.st[k].refresh();
+            self.reschedule(k);
             return;
         };
         let c = self.jobs[j as usize].class as usize;
@@ -571,6 +731,67 @@ impl EventSim {
         }
     }
 
+    /// Station `k` has spent its CPU budget: throttled until its period ends.
+    fn on_quota_out(&mut self, k: usize) {
+        let st = &mut self.st[k];
+        st.touch(self.now);
+        if st.completes_within(GRACE) {
+            // A job that needs the budget's last instant (the times differ only
+            // by rounding) completes first; the budget runs out just after.
+            self.ev.set_quota_out(self.quota_leaf[k], self.now + GRACE);
+            return;
+        }
+        st.throttle();
+        self.reschedule(k);
+    }
+
+    /// A CPU period of station `k` ends: its budget is refilled.
+    fn on_refill(&mut self, k: usize) {
+        let st = &mut self.st[k];
+        st.touch(self.now);
+        st.refill();
+        let next = st.cpu.as_ref().map_or(f64::INFINITY, |c| c.next_refill());
+        self.ev.push(next, EventKind::Refill { station: k as u32 });
+        self.reschedule(k);
+    }
+
+    /// After an event: if the processes that want to run on the host
+    /// changed, the share of a core each gets, and the member stations'
+    /// speeds with it.
+    fn rebalance(&mut self) {
+        let Some(host) = &mut self.host else {
+            return;
+        };
+        let n: f64 = host
+            .members
+            .iter()
+            .map(|&k| self.st[k as usize].cores_wanted())
+            .sum();
+        if n == host.n {
+            return;
+        }
+        host.integrate(self.now);
+        host.n = n;
+        if n <= 0.0 {
+            return; // (nothing runs: the share is set when something does)
+        }
+        let share = (host.spec.cores / (host.spec.background + n)).min(1.0);
+        if share == host.share {
+            return;
+        }
+        host.share = share;
+        let members = std::mem::take(&mut host.members);
+        for &k in &members {
+            let st = &mut self.st[k as usize];
+            st.touch(self.now);
+            st.set_host_share(share);
+            self.reschedule(k as usize);
+        }
+        if let Some(host) = &mut self.host {
+            host.members = members;
+        }
+    }
+
     // ----- moves ----------------------------------------------------------
 
     /// Next (class, station) of class `c` leaving station `k`; `None` leaves the network.
@@ -604,6 +825,7 @@ impl EventSim {
         match self.st[k].kind {
             Kind::Fork => return self.fork(j, k),
             Kind::Join => return self.at_join(j, k),
+            Kind::Balance => return self.balance(j, k),
             Kind::Queue | Kind::Delay => {}
         }
         let job = &self.jobs[j as usize];
@@ -621,6 +843,34 @@ impl EventSim {
         }
     }
 
+    /// Balance station `k` sends job `j` on to one of its members at once.
+    fn balance(&mut self, j: u32, k: usize) {
+        let spec = &self.model.stations[k];
+        let st = &self.st;
+        // The active members (all of them if none is).
+        let any = spec.members.iter().any(|&b| st[b].active);
+        let open = |b: &&usize| !any || st[**b].active;
+        let pick = match spec.policy {
+            Policy::RoundRobin => {
+                let n = spec.members.iter().filter(open).count() as u32;
+                self.turn[k] = (self.turn[k] + 1) % n;
+                spec.members.iter().filter(open).nth(self.turn[k] as usize)
+            }
+            Policy::LeastLoaded => {
+                let least = spec.members.iter().filter(open).map(|&b| st[b].n).min();
+                let at_least = |b: &&usize| open(b) && Some(st[**b].n) == least;
+                let ties = spec.members.iter().filter(at_least).count() as u32;
+                self.turn[k] = (self.turn[k] + 1) % ties;
+                spec.members
+                    .iter()
+                    .filter(at_least)
+                    .nth(self.turn[k] as usize)
+            }
+        };
+        let pick = *pick.unwrap_or(&spec.members[0]);
+        self.arrive(j, pick);
+    }
+
     /// A closed job is back at its reference: its request is complete.
     fn end_cycle(&mut self, j: u32) {
         let job = &mut self.jobs[j as usize];
@@ -636,10 +886,15 @@ impl EventSim {
         if status == Status::Ok {
             let h = home as usize;
             let rt = self.now - start;
-            self.acc.sys_completions[h] += 1.0;
-            self.acc.sys_rt_sum[h] += rt;
-            if rt > self.acc.sys_rt_max[h] {
-                self.acc.sys_rt_max[h] = rt;
+            if let Some(s) = &mut self.samples {
+                s.class.push(home);
+                s.end.push(self.now);
+                s.rt.push(rt);
+            }
+            self.rec.acc.sys_completions[h] += 1.0;
+            self.rec.acc.sys_rt_sum[h] += rt;
+            if rt > self.rec.acc.sys_rt_max[h] {
+                self.rec.acc.sys_rt_max[h] = rt;
             }
         }
         if let Some(tr) = &mut self.trace {
@@ -650,16 +905,21 @@ impl EventSim {
     /// Changes the counts of cell (c, k) now (station `k` touched first).
     #[inline(always)]
     fn cell_change(&mut self, c: usize, k: usize, dn: i32, ds: i32) {
-        let since_w0 = self.now - self.window_start;
+        let since_w0 = self.now - self.rec.start;
         let busy = self.st[k].busy_clock;
-        self.cells[c * self.m + k].change(dn, ds, since_w0, busy);
+        self.rec.cells[c * self.m + k].change(dn, ds, since_w0, busy);
     }
 
     /// Job `j` enters queue or delay station `k`, which has room.
     fn admit(&mut self, j: u32, k: usize) {
         let now = self.now;
-        if self.pass[self.jobs[j as usize].class as usize * self.m + k] {
+        let i = self.jobs[j as usize].class as usize * self.m + k;
+        if self.pass[i] {
             return self.pass_through(j, k);
+        }
+        if self.n_rows > 0 && self.row_work(j, i) == Some(0.0) {
+            // No demand here in this request's row: the station is not visited.
+            return self.depart_instant(j, i / self.m, k);
         }
         let job = &mut self.jobs[j as usize];
         let c = job.class as usize;
@@ -668,7 +928,7 @@ impl EventSim {
         job.start = f64::NAN;
         job.retries = 0;
         job.blocked = false;
-        self.cells[c * self.m + k].arrivals += 1.0;
+        self.rec.cells[c * self.m + k].arrivals += 1.0;
         self.st[k].touch(now);
         let serve = self.st[k].has_free_server();
         self.cell_change(c, k, 1, serve as i32);
@@ -698,7 +958,7 @@ impl EventSim {
         job.retries = 0;
         job.blocked = false;
         let job = *job;
-        self.cells[c * self.m + k].arrivals += 1.0;
+        self.rec.cells[c * self.m + k].arrivals += 1.0;
         let st = &mut self.st[k];
         st.touch(now);
         st.q_max = st.q_max.max(st.n + 1);
@@ -710,8 +970,21 @@ impl EventSim {
             job.request = self.next_request;
             job.sys_start = now;
             self.next_request += 1;
+            self.draw_row(j);
         }
         self.depart_instant(j, c, k);
+    }
+
+    /// Work of job `j` at cell `i` if its law there is a row of the demand table.
+    #[inline]
+    fn row_work(&self, j: u32, i: usize) -> Option<f64> {
+        match self.model.service[i] {
+            Some(Dist::Row { column }) => {
+                let row = self.jobs[j as usize].row as usize;
+                Some(self.model.rows[row * self.model.row_width + column as usize])
+            }
+            _ => None,
+        }
     }
 
     #[inline(always)]
@@ -721,15 +994,19 @@ impl EventSim {
         if job.start.is_nan() {
             job.start = self.now;
         }
-        let class = job.class;
+        let (class, row) = (job.class, job.row as usize);
         // A race draws its completions itself; elsewhere validation
         // guarantees a law wherever a class can be served.
         let work = if self.st[k].is_race() {
             0.0
         } else {
-            self.model.service[i]
-                .as_ref()
-                .map_or(0.0, |d| d.sample(&mut self.svc_rng[i]))
+            match &self.model.service[i] {
+                Some(Dist::Row { column }) => {
+                    self.model.rows[row * self.model.row_width + *column as usize]
+                }
+                Some(d) => d.sample(&mut self.svc_rng[i]),
+                None => 0.0,
+            }
         };
         self.st[k].start(j, class, work);
     }
@@ -740,6 +1017,13 @@ impl EventSim {
             Resched::Keep => {}
             Resched::At(t) => self.ev.set_departure(k as u32, t),
             Resched::Cancel => self.ev.cancel_departure(k as u32),
+        }
+        let q = self.quota_leaf[k];
+        if q != NONE {
+            match self.st[k].quota_out(self.now) {
+                Some(t) => self.ev.set_quota_out(q, t),
+                None => self.ev.cancel_quota_out(q),
+            }
         }
     }
 
@@ -766,6 +1050,7 @@ impl EventSim {
             job.request = self.next_request;
             job.sys_start = now;
             self.next_request += 1;
+            self.draw_row(j);
         }
         // Only FCFS queues have waiting jobs.
         while !self.st[k].waiting.is_empty() && self.st[k].has_free_server() {
@@ -792,7 +1077,7 @@ impl EventSim {
         let job = &self.jobs[j as usize];
         let i = job.class as usize * self.m + k;
         let rt = self.now - job.arrival;
-        self.cells[i].complete(rt);
+        self.rec.cells[i].complete(rt);
         if self.trace.is_some() {
             let job = *job;
             self.trace_visit(&job, k, status);
@@ -835,7 +1120,7 @@ impl EventSim {
     fn refuse(&mut self, j: u32, k: usize) {
         let c = self.jobs[j as usize].class as usize;
         let i = c * self.m + k;
-        self.cells[i].drops += 1.0;
+        self.rec.cells[i].drops += 1.0;
         let retry = self.model.stations[k]
             .retry
             .as_ref()
@@ -925,7 +1210,7 @@ impl EventSim {
             job.arrival = now;
             job.start = now;
         }
-        self.cells[c * self.m + k].arrivals += 1.0;
+        self.rec.cells[c * self.m + k].arrivals += 1.0;
         let job = self.jobs[j as usize];
         self.record_visit(j, k, Status::Ok);
         let join = self.st[k].join as usize;
@@ -961,7 +1246,7 @@ impl EventSim {
         let sj = &mut self.st[join];
         sj.n += 1;
         sj.q_max = sj.q_max.max(sj.n);
-        self.cells[c * self.m + join].arrivals += 1.0;
+        self.rec.cells[c * self.m + join].arrivals += 1.0;
         let parent = &mut self.jobs[j as usize];
         parent.station = join as u32;
         parent.arrival = now;
@@ -1004,7 +1289,7 @@ impl EventSim {
         jm.station = k as u32;
         jm.arrival = now;
         jm.start = now;
-        self.cells[c * self.m + k].arrivals += 1.0;
+        self.rec.cells[c * self.m + k].arrivals += 1.0;
         self.record_visit(j, k, Status::Ok);
         self.depart_instant(j, c, k);
     }
@@ -1057,7 +1342,7 @@ impl EventSim {
             self.record_visit(parent, k, Status::Ok);
             self.depart_instant(parent, c, k);
         } else {
-            self.cells[c * self.m + k].drops += 1.0;
+            self.rec.cells[c * self.m + k].drops += 1.0;
             self.trace_visit(&job, k, status);
             self.lose(parent);
         }
@@ -1067,28 +1352,37 @@ impl EventSim {
 
     /// Completes every window that ends at or before `t`.
     fn close_windows(&mut self, t: f64) {
-        while self.window_end <= t {
-            let end = self.window_end;
-            let mut busy_end = std::mem::take(&mut self.busy_end);
-            busy_end.clear();
-            for st in &mut self.st {
+        let (st, host, cpu) = (&mut self.st, &mut self.host, self.cpu_windows);
+        self.rec.close_until(t, |end, busy_end, out| {
+            for st in st.iter_mut() {
                 st.touch(end);
                 busy_end.push(st.busy_clock);
                 // Busy clocks restart at every window, keeping them small.
                 st.busy_clock = 0.0;
-                self.out.q_max.push(f64::from(st.q_max));
+                out.q_max.push(f64::from(st.q_max));
                 st.q_max = st.n;
+                if cpu {
+                    let (used, periods, throttled) = match &mut st.cpu {
+                        Some(c) => {
+                            let sums = (c.window_used, c.window_periods, c.window_throttled);
+                            c.window_used = 0.0;
+                            c.window_periods = 0;
+                            c.window_throttled = 0;
+                            sums
+                        }
+                        None => (0.0, 0, 0),
+                    };
+                    out.cpu.push(used);
+                    out.periods.push(f64::from(periods));
+                    out.throttled.push(f64::from(throttled));
+                }
             }
-            self.out.t_start.push(self.window_start);
-            let width = end - self.window_start;
-            self.acc
-                .emit(&mut self.cells, &busy_end, width, &mut self.out);
-            self.busy_end = busy_end;
-            self.window += 1;
-            self.window_start = end;
-            // By multiplication, so boundaries do not drift over long runs.
-            self.window_end = (self.window + 1) as f64 * self.model.window;
-        }
+            if let Some(host) = host {
+                host.integrate(end);
+                out.host.extend([host.wanted, host.got, host.others]);
+                (host.wanted, host.got, host.others) = (0.0, 0.0, 0.0);
+            }
+        });
     }
 }
 
@@ -1097,7 +1391,8 @@ impl EventSim {
 /// has exponential service (classes passed through in zero time never are).
 pub(super) fn race_rates(model: &Model, pass: &[bool], k: usize) -> Option<Vec<f64>> {
     let m = model.n_stations();
-    if !matches!(model.stations[k].kind, Kind::Queue | Kind::Delay) {
+    let st = &model.stations[k];
+    if !matches!(st.kind, Kind::Queue | Kind::Delay) || st.discipline == Discipline::Rr {
         return None;
     }
     (0..model.n_classes())

@@ -48,6 +48,12 @@ pub enum EventKind {
     Perturb { index: u32, begin: bool },
     /// Step `step` of population schedule `schedule`.
     Population { schedule: u32, step: u32 },
+    /// A station with a CPU quota has spent its budget.
+    QuotaOut { station: u32 },
+    /// A CPU period of a station with a quota ends: its budget is refilled.
+    Refill { station: u32 },
+    /// Capacity change number `index` (see `EventSim::changes`).
+    Capacity { index: u32 },
 }
 
 /// A scheduled event.
@@ -92,11 +98,14 @@ pub struct EventList {
     classes: u32,
     /// Node `i` holds the key and leaf of the earliest event in its subtree
     /// (root 1; node `width + l` is leaf `l`). Leaves `0..S` are station
-    /// departures, `S..S+C` class arrivals, `S+C` the rare heap's top.
+    /// departures, `S..S+C` class arrivals, `S+C` the rare heap's top, and
+    /// `S+C+1+q` the budget running out at quota station `quota[q]`.
     key: Vec<u128>,
     leaf: Vec<u32>,
     width: usize,
     rare: BinaryHeap<Reverse<Rare>>,
+    /// The stations with a quota, by quota leaf.
+    quota: Vec<u32>,
     /// A popped departure or arrival whose leaf is not yet emptied.
     popped: u32,
     next_seq: u64,
@@ -111,7 +120,13 @@ impl Default for EventList {
 impl EventList {
     /// An empty list for a model with `stations` stations and `classes` classes.
     pub fn new(stations: usize, classes: usize) -> Self {
-        let width = (stations + classes + 1).next_power_of_two();
+        Self::with_quotas(stations, classes, Vec::new())
+    }
+
+    /// An empty list that also keeps when each of the `quota` stations
+    /// spends its budget ([`EventList::set_quota_out`]).
+    pub fn with_quotas(stations: usize, classes: usize, quota: Vec<u32>) -> Self {
+        let width = (stations + classes + 1 + quota.len()).next_power_of_two();
         let mut leaf = vec![0u32; 2 * width];
         for l in 0..width {
             leaf[width + l] = l as u32;
@@ -126,6 +141,7 @@ impl EventList {
             leaf,
             width,
             rare: BinaryHeap::new(),
+            quota,
             popped: NO_LEAF,
             next_seq: 0,
         }
@@ -134,7 +150,8 @@ impl EventList {
     /// Pending events.
     pub fn len(&self) -> usize {
         let sources = self.stations + self.classes;
-        let live = (0..sources)
+        let leaves = (0..sources).chain((0..self.quota.len() as u32).map(|q| sources + 1 + q));
+        let live = leaves
             .filter(|&l| self.key[self.width + l as usize] != NEVER && self.popped != l)
             .count();
         live + self.rare.len()
@@ -219,7 +236,7 @@ impl EventList {
     pub fn push(&mut self, time: f64, kind: EventKind) {
         debug_assert!(!matches!(
             kind,
-            EventKind::Departure { .. } | EventKind::Arrival { .. }
+            EventKind::Departure { .. } | EventKind::Arrival { .. } | EventKind::QuotaOut { .. }
         ));
         let seq = self.take_seq();
         let e = Event { time, seq, kind };
@@ -250,6 +267,20 @@ impl EventList {
         self.set(self.stations + class, key(time, seq));
     }
 
+    /// Sets when quota station number `q` (its index in the list given to
+    /// [`EventList::with_quotas`]) spends its budget.
+    #[inline]
+    pub fn set_quota_out(&mut self, q: u32, time: f64) {
+        let seq = self.take_seq();
+        self.set(self.rare_leaf() + 1 + q, key(time, seq));
+    }
+
+    /// Quota station number `q` does not spend its budget while nothing changes.
+    #[inline]
+    pub fn cancel_quota_out(&mut self, q: u32) {
+        self.set(self.rare_leaf() + 1 + q, NEVER);
+    }
+
     /// The earliest event.
     #[inline]
     pub fn peek(&mut self) -> Option<Event> {
@@ -267,8 +298,12 @@ impl EventList {
             EventKind::Arrival {
                 class: leaf - self.stations,
             }
-        } else {
+        } else if leaf == self.rare_leaf() {
             self.rare.peek()?.0 .0.kind
+        } else {
+            EventKind::QuotaOut {
+                station: self.quota[(leaf - self.rare_leaf() - 1) as usize],
+            }
         };
         Some(Event {
             time: f64::from_bits((k >> 64) as u64),

@@ -30,7 +30,7 @@ use super::engine::{race_rates, zero_time_passes, Advance};
 use super::rng::{stream_id, Purpose, Rng};
 use super::spec::{Discipline, Kind, Model, StationSpec};
 use super::station::Race;
-use super::stats::{Acc, Cell, Windows};
+use super::stats::Recorder;
 
 /// One job: only what the statistics need.
 #[derive(Debug, Clone, Copy)]
@@ -173,13 +173,7 @@ pub struct MarkovSim {
     pass: Vec<bool>,
     /// `class * M + station`: the reference (hub) of closed class `class`.
     cycle_end: Vec<bool>,
-    cells: Vec<Cell>,
-    acc: Acc,
-    out: Windows,
-    window: u64,
-    window_start: f64,
-    window_end: f64,
-    busy_end: Vec<f64>,
+    rec: Recorder,
 }
 
 impl MarkovSim {
@@ -204,6 +198,10 @@ impl MarkovSim {
             && model.perturbations.is_empty()
             && model.population_schedule.is_empty()
             && !model.trace
+            && !model.rt_samples
+            && model.host.is_none()
+            && model.stations.iter().all(|s| s.cpu.is_none())
+            && model.capacity_schedule.is_empty()
     }
 
     /// Places closed populations at their reference stations at t = 0 (call
@@ -254,13 +252,7 @@ impl MarkovSim {
             cycle_end: (0..nc * m)
                 .map(|i| !model.classes[i / m].open && model.classes[i / m].reference == i % m)
                 .collect(),
-            cells: vec![Cell::default(); nc * m],
-            acc: Acc::new(nc),
-            out: Windows::default(),
-            window: 0,
-            window_start: 0.0,
-            window_end: model.window,
-            busy_end: Vec::with_capacity(m),
+            rec: Recorder::new(nc, m, model.window),
             model,
         };
         for c in 0..nc {
@@ -290,7 +282,7 @@ impl MarkovSim {
         let mut done = 0;
         while done < max_events && self.next < until {
             let t = self.next;
-            if t >= self.window_end {
+            if t >= self.rec.end {
                 self.close_windows(t);
             }
             self.now = t;
@@ -312,8 +304,9 @@ impl MarkovSim {
             now: self.now,
             events: self.events,
             wall_s: wall.elapsed().as_secs_f64(),
-            windows: std::mem::take(&mut self.out),
+            windows: std::mem::take(&mut self.rec.out),
             trace: None,
+            samples: None,
         }
     }
 
@@ -370,17 +363,8 @@ impl MarkovSim {
 
     fn arrival(&mut self, c: usize) {
         let j = self.new_job(c, self.now);
-        let row = &self.model.entry[c];
-        let k = if row.len() == 1 {
-            row[0].1
-        } else {
-            let u = self.entry_rng[c].unit();
-            row.iter()
-                .find(|e| u < e.0)
-                .or(row.last())
-                .map_or(0, |e| e.1)
-        };
-        self.arrive(j, k as usize);
+        let k = self.model.entry_station(c, &mut self.entry_rng[c]);
+        self.arrive(j, k);
     }
 
     /// The next `(class, station)` of class `c` leaving `k`; `None` leaves the network.
@@ -394,9 +378,9 @@ impl MarkovSim {
 
     #[inline]
     fn cell_change(&mut self, c: usize, k: usize, dn: i32, ds: i32) {
-        let since_w0 = self.now - self.window_start;
+        let since_w0 = self.now - self.rec.start;
         let busy = self.st[k].busy_clock;
-        self.cells[c * self.m + k].change(dn, ds, since_w0, busy);
+        self.rec.cells[c * self.m + k].change(dn, ds, since_w0, busy);
     }
 
     /// Station `k` completes a job.
@@ -409,7 +393,7 @@ impl MarkovSim {
         let job = self.jobs[j as usize];
         let c = job.class as usize;
         self.cell_change(c, k, -1, -1);
-        self.cells[c * self.m + k].complete(now - job.arrival);
+        self.rec.cells[c * self.m + k].complete(now - job.arrival);
         self.st[k].n -= 1;
         if self.cycle_end[job.home as usize * self.m + k] {
             // Leaving the reference starts a new request of the closed job.
@@ -466,7 +450,7 @@ impl MarkovSim {
                 self.jobs[j as usize].sys_start = f64::NAN;
             }
             self.jobs[j as usize].arrival = now;
-            self.cells[c * self.m + k].arrivals += 1.0;
+            self.rec.cells[c * self.m + k].arrivals += 1.0;
             self.st[k].touch(now);
             if !self.pass[c * self.m + k] {
                 let serve = self.st[k].has_free_server();
@@ -484,7 +468,7 @@ impl MarkovSim {
             // A zero-time visit, counted as an arrival, a start and a departure now.
             let st = &mut self.st[k];
             st.q_max = st.q_max.max(st.n + 1);
-            self.cells[c * self.m + k].complete(0.0);
+            self.rec.cells[c * self.m + k].complete(0.0);
             if self.cycle_end[home * self.m + k] {
                 self.jobs[j as usize].sys_start = now;
             }
@@ -503,32 +487,22 @@ impl MarkovSim {
 
     fn record_request(&mut self, home: usize, start: f64) {
         let rt = self.now - start;
-        self.acc.sys_completions[home] += 1.0;
-        self.acc.sys_rt_sum[home] += rt;
-        self.acc.sys_rt_max[home] = self.acc.sys_rt_max[home].max(rt);
+        self.rec.acc.sys_completions[home] += 1.0;
+        self.rec.acc.sys_rt_sum[home] += rt;
+        self.rec.acc.sys_rt_max[home] = self.rec.acc.sys_rt_max[home].max(rt);
     }
 
     /// Completes every window that ends at or before `t` (as the event engine).
     fn close_windows(&mut self, t: f64) {
-        while self.window_end <= t {
-            let end = self.window_end;
-            let mut busy_end = std::mem::take(&mut self.busy_end);
-            busy_end.clear();
-            for st in &mut self.st {
+        let st = &mut self.st;
+        self.rec.close_until(t, |end, busy_end, out| {
+            for st in st.iter_mut() {
                 st.touch(end);
                 busy_end.push(st.busy_clock);
                 st.busy_clock = 0.0;
-                self.out.q_max.push(f64::from(st.q_max));
+                out.q_max.push(f64::from(st.q_max));
                 st.q_max = st.n;
             }
-            self.out.t_start.push(self.window_start);
-            let width = end - self.window_start;
-            self.acc
-                .emit(&mut self.cells, &busy_end, width, &mut self.out);
-            self.busy_end = busy_end;
-            self.window += 1;
-            self.window_start = end;
-            self.window_end = (self.window + 1) as f64 * self.model.window;
-        }
+        });
     }
 }

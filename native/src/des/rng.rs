@@ -38,6 +38,10 @@ pub enum Purpose {
     Race = 6,
     /// The network-wide clock of a Markovian model.
     Markov = 7,
+    /// Phases of CPU quota periods.
+    Quota = 8,
+    /// Rows of the demand table drawn by requests.
+    Rows = 9,
 }
 
 /// Stream id of `(purpose, class, station)`; distinct for every triple.

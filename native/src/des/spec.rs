@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::alias::{AliasRows, Dest};
 use super::dist::{parse_opt, Dist};
 use super::json::{bad, count, index, item, list, number, numbers, Obj};
+use super::rng::Rng;
 use crate::error::Result;
 
 /// What a station does with a job.
@@ -26,6 +27,18 @@ pub enum Kind {
     Fork,
     /// Releases a forked job once its quorum of tasks has arrived.
     Join,
+    /// Sends each job on at once to one of its member stations, chosen by its
+    /// [`Policy`] (a load balancer in front of replicas).
+    Balance,
+}
+
+/// How a balance station chooses a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// The members in turn.
+    RoundRobin,
+    /// The member with the fewest jobs present; ties in turn.
+    LeastLoaded,
 }
 
 /// Service discipline of a queue.
@@ -33,6 +46,38 @@ pub enum Kind {
 pub enum Discipline {
     Fcfs,
     Ps,
+    /// Round robin: the first `servers` jobs present run, each for at most
+    /// `quantum` of time before it goes to the back if others wait (a Python
+    /// server's GIL switch interval).
+    Rr,
+}
+
+/// CPU of a station whose jobs' service is CPU time of its processes (one
+/// core per server): it is accounted, may be limited by a Linux CFS quota,
+/// and may share the host's cores with other stations (see [`HostSpec`]).
+#[derive(Debug, Clone)]
+pub struct CpuSpec {
+    /// CPU seconds the station may use per `period` (`None`: no quota).
+    pub budget: Option<f64>,
+    pub period: f64,
+    /// Unused budget kept into the next period (the kernel's per-CPU runtime).
+    pub carry: f64,
+    /// A spent budget is noticed at the next multiple of `tick` after the
+    /// period's phase (`None`: at once).
+    pub tick: Option<f64>,
+    /// Start of the first period, in `[0, period)` (`None`: drawn).
+    pub phase: Option<f64>,
+    /// Whether the station's running processes share the host's cores.
+    pub host: bool,
+}
+
+/// The cores the `host` stations share with other runnable tasks: while `n`
+/// of their processes run, each gets `min(1, cores / (background + n))` of a
+/// core (CFS's fair share).
+#[derive(Debug, Clone, Copy)]
+pub struct HostSpec {
+    pub cores: f64,
+    pub background: f64,
 }
 
 /// Retransmission of refused jobs.
@@ -63,6 +108,14 @@ pub struct StationSpec {
     pub branches: Vec<usize>,
     /// Join only: tasks needed to release the parent (`None`: all).
     pub quorum: Option<u32>,
+    /// Round robin only: the time slice.
+    pub quantum: f64,
+    pub cpu: Option<CpuSpec>,
+    /// Balance only: its member stations and how it chooses among them.
+    pub members: Vec<usize>,
+    pub policy: Policy,
+    /// Whether balance stations send it jobs at the start (see [`Change::Active`]).
+    pub active: bool,
 }
 
 /// One job class.
@@ -95,6 +148,57 @@ pub struct Perturbation {
     pub until: Option<f64>,
 }
 
+/// What a capacity change does to its station.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change {
+    /// A replica starts (`true`) or stops taking jobs from its balance
+    /// stations; the jobs it holds finish.
+    Active(bool),
+    /// The CFS quota becomes this many CPU seconds per period (`None`: no quota).
+    Budget(Option<f64>),
+}
+
+/// A change of a station's capacity at a time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityChange {
+    pub time: f64,
+    pub station: usize,
+    pub change: Change,
+}
+
+impl CapacityChange {
+    /// Checks the change against the stations (`path` names it in errors).
+    pub fn check(&self, stations: &[StationSpec], path: &str) -> Result<()> {
+        let st = stations.get(self.station).ok_or_else(|| {
+            bad(
+                format!("{path}.station"),
+                format!("{} is not a station", self.station),
+            )
+        })?;
+        if !(self.time >= 0.0 && self.time.is_finite()) {
+            return Err(bad(
+                format!("{path}.time"),
+                format!("must be >= 0, got {}", self.time),
+            ));
+        }
+        match self.change {
+            Change::Active(_) if st.kind != Kind::Queue => Err(bad(
+                format!("{path}.station"),
+                format!("'{}' is not a queue station", st.name),
+            )),
+            Change::Budget(_) if st.cpu.is_none() => Err(bad(
+                format!("{path}.station"),
+                format!("'{}' has no cpu to give a quota", st.name),
+            )),
+            Change::Budget(Some(b)) if !(b > 0.0 && b.is_finite()) => Err(bad(
+                format!("{path}.budget"),
+                format!("must be > 0 or null, got {b}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Population steps of a closed class.
 #[derive(Debug, Clone)]
 pub struct PopulationSchedule {
@@ -120,8 +224,17 @@ pub struct Model {
     /// Open classes: `(time, multiplier)` steps of the arrival rate.
     pub arrival_schedule: Vec<Vec<(f64, f64)>>,
     pub population_schedule: Vec<PopulationSchedule>,
+    /// Capacity changes (replicas started or stopped, quotas changed) at given times.
+    pub capacity_schedule: Vec<CapacityChange>,
     pub window: f64,
     pub trace: bool,
+    pub host: Option<HostSpec>,
+    /// The demand table read by `row` laws, row-major, `row_width` columns;
+    /// each request draws one row uniformly when it starts.
+    pub rows: Vec<f64>,
+    pub row_width: usize,
+    /// Hand over every completed request's response time and end.
+    pub rt_samples: bool,
     /// Use the Markov fast path when the model allows it (see
     /// [`super::markov`]); `false` forces the event engine.
     pub markov: bool,
@@ -137,6 +250,20 @@ impl Model {
 
     pub fn n_classes(&self) -> usize {
         self.classes.len()
+    }
+
+    /// The station an external arrival of class `c` enters (`rng` is drawn
+    /// from only when there is a choice).
+    pub fn entry_station(&self, c: usize, rng: &mut Rng) -> usize {
+        let row = &self.entry[c];
+        if row.len() == 1 {
+            return row[0].1 as usize;
+        }
+        let u = rng.unit();
+        row.iter()
+            .find(|e| u < e.0)
+            .or(row.last())
+            .map_or(0, |e| e.1 as usize)
     }
 
     /// Routing row of class `c` at station `k`.
@@ -192,12 +319,25 @@ impl Model {
         let arrival_schedule = parse_arrival_schedule(o.opt_list("arrival_schedule")?, &classes)?;
         let population_schedule =
             parse_population_schedule(o.opt_list("population_schedule")?, &classes)?;
+        let capacity_schedule = o
+            .opt_list("capacity_schedule")?
+            .iter()
+            .enumerate()
+            .map(|(i, v)| parse_change(v, &item("capacity_schedule", i), &stations))
+            .collect::<Result<Vec<_>>>()?;
         let window = o.f64("window")?;
         if window <= 0.0 {
             return Err(bad("window", format!("must be > 0, got {window}")));
         }
         let trace = o.opt_bool("trace")?.unwrap_or(false);
         let markov = o.opt_bool("markov")?.unwrap_or(true);
+        let host = match o.opt("host") {
+            Some(v) if !v.is_null() => Some(parse_host(v, "host")?),
+            _ => None,
+        };
+        let (rows, row_width) = parse_rows(o.opt_list("rows")?)?;
+        check_row_laws(&service, &classes, m, row_width)?;
+        let rt_samples = o.opt_bool("rt_samples")?.unwrap_or(false);
         let model = Model {
             stations,
             classes,
@@ -209,8 +349,13 @@ impl Model {
             perturbations,
             arrival_schedule,
             population_schedule,
+            capacity_schedule,
             window,
             trace,
+            host,
+            rows,
+            row_width,
+            rt_samples,
             markov,
         };
         model.check_reachable()?;
@@ -286,6 +431,13 @@ impl Model {
                     continue;
                 }
                 Kind::Join => {}
+                Kind::Balance => {
+                    // The job goes on from the member, by the member's row.
+                    for &b in &st.members {
+                        stack.push((c, b, closed));
+                    }
+                    continue;
+                }
             }
             let row = self.row(c, k);
             for t in row {
@@ -315,22 +467,67 @@ fn parse_station(v: &Value, path: &str) -> Result<StationSpec> {
         "delay" => Kind::Delay,
         "fork" => Kind::Fork,
         "join" => Kind::Join,
+        "balance" => Kind::Balance,
         other => {
             return Err(bad(
                 o.at("kind"),
-                format!("unknown kind '{other}' (expected queue, delay, fork or join)"),
+                format!("unknown kind '{other}' (expected queue, delay, fork, join or balance)"),
             ))
         }
     };
     let discipline = match o.opt_str("discipline")?.unwrap_or("fcfs") {
         "fcfs" => Discipline::Fcfs,
         "ps" => Discipline::Ps,
+        "rr" => Discipline::Rr,
         other => {
             return Err(bad(
                 o.at("discipline"),
-                format!("unknown discipline '{other}' (expected fcfs or ps)"),
+                format!("unknown discipline '{other}' (expected fcfs, ps or rr)"),
             ))
         }
+    };
+    let quantum = if discipline == Discipline::Rr {
+        let q = o.f64("quantum")?;
+        if !(q > 0.0 && q.is_finite()) {
+            return Err(bad(o.at("quantum"), format!("must be > 0, got {q}")));
+        }
+        q
+    } else {
+        0.0
+    };
+    let cpu = match o.opt("cpu") {
+        Some(v) if !v.is_null() => {
+            if kind != Kind::Queue {
+                return Err(bad(o.at("cpu"), "only a queue station runs on CPU"));
+            }
+            Some(parse_cpu(v, &o.at("cpu"))?)
+        }
+        _ => None,
+    };
+    let (members, policy) = if kind == Kind::Balance {
+        let at = o.at("members");
+        let members = o
+            .list("members")?
+            .iter()
+            .enumerate()
+            .map(|(i, b)| count(b, &item(&at, i)).map(|b| b as usize))
+            .collect::<Result<Vec<_>>>()?;
+        if members.is_empty() {
+            return Err(bad(at, "needs at least one member"));
+        }
+        let policy = match o.opt_str("policy")?.unwrap_or("round_robin") {
+            "round_robin" => Policy::RoundRobin,
+            "least_loaded" => Policy::LeastLoaded,
+            other => {
+                return Err(bad(
+                    o.at("policy"),
+                    format!("unknown policy '{other}' (expected round_robin or least_loaded)"),
+                ))
+            }
+        };
+        (members, policy)
+    } else {
+        (Vec::new(), Policy::RoundRobin)
     };
     let servers = o.opt_count("servers")?.unwrap_or(1);
     if servers == 0 || servers > u32::MAX as u64 / 2 {
@@ -371,6 +568,9 @@ fn parse_station(v: &Value, path: &str) -> Result<StationSpec> {
             let at = o.at("retry");
             let ro = Obj::new(r, &at)?;
             let timeout = Dist::parse(ro.req("timeout")?, &ro.at("timeout"))?;
+            if matches!(timeout, Dist::Row { .. }) {
+                return Err(bad(ro.at("timeout"), "a row law is a service law only"));
+            }
             let max_retries = ro
                 .opt_count("max_retries")?
                 .unwrap_or(3)
@@ -412,7 +612,123 @@ fn parse_station(v: &Value, path: &str) -> Result<StationSpec> {
         join,
         branches,
         quorum,
+        quantum,
+        cpu,
+        members,
+        policy,
+        active: o.opt_bool("active")?.unwrap_or(true),
     })
+}
+
+fn parse_cpu(v: &Value, path: &str) -> Result<CpuSpec> {
+    let o = Obj::new(v, path)?;
+    let period = o.opt_f64("period")?.unwrap_or(0.1);
+    if !(period > 0.0 && period.is_finite()) {
+        return Err(bad(o.at("period"), format!("must be > 0, got {period}")));
+    }
+    let budget = o.opt_f64("budget")?;
+    if let Some(b) = budget {
+        if !(b > 0.0 && b.is_finite()) {
+            return Err(bad(o.at("budget"), format!("must be > 0 or null, got {b}")));
+        }
+    }
+    let carry = o.opt_f64("carry")?.unwrap_or(0.0);
+    if !(carry >= 0.0 && carry.is_finite()) {
+        return Err(bad(o.at("carry"), format!("must be >= 0, got {carry}")));
+    }
+    let tick = o.opt_f64("tick")?;
+    if let Some(t) = tick {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(bad(o.at("tick"), format!("must be > 0 or null, got {t}")));
+        }
+    }
+    let phase = o.opt_f64("phase")?;
+    if let Some(p) = phase {
+        if !(0.0..period).contains(&p) {
+            return Err(bad(
+                o.at("phase"),
+                format!("must be in [0, period), got {p}"),
+            ));
+        }
+    }
+    Ok(CpuSpec {
+        budget,
+        period,
+        carry,
+        tick,
+        phase,
+        host: o.opt_bool("host")?.unwrap_or(false),
+    })
+}
+
+fn parse_host(v: &Value, path: &str) -> Result<HostSpec> {
+    let o = Obj::new(v, path)?;
+    let cores = o.f64("cores")?;
+    if !(cores > 0.0 && cores.is_finite()) {
+        return Err(bad(o.at("cores"), format!("must be > 0, got {cores}")));
+    }
+    let background = o.opt_f64("background")?.unwrap_or(0.0);
+    if !(background >= 0.0 && background.is_finite()) {
+        return Err(bad(
+            o.at("background"),
+            format!("must be >= 0, got {background}"),
+        ));
+    }
+    Ok(HostSpec { cores, background })
+}
+
+/// The demand table: rows of equal length, finite and non-negative.
+fn parse_rows(rows: &[Value]) -> Result<(Vec<f64>, usize)> {
+    let mut out = Vec::new();
+    let mut width = 0;
+    for (i, r) in rows.iter().enumerate() {
+        let at = item("rows", i);
+        let r = numbers(r, &at)?;
+        if i == 0 {
+            width = r.len();
+            if width == 0 {
+                return Err(bad(at, "needs at least one column"));
+            }
+        } else if r.len() != width {
+            return Err(bad(
+                at,
+                format!("has {} columns, the first row {width}", r.len()),
+            ));
+        }
+        if let Some(j) = r.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+            return Err(bad(item(&at, j), format!("must be >= 0, got {}", r[j])));
+        }
+        out.extend(r);
+    }
+    Ok((out, width))
+}
+
+/// `row` laws only as service laws of a model with a demand table wide enough.
+fn check_row_laws(
+    service: &[Option<Dist>],
+    classes: &[ClassSpec],
+    m: usize,
+    width: usize,
+) -> Result<()> {
+    for (i, d) in service.iter().enumerate() {
+        if let Some(Dist::Row { column }) = d {
+            if *column as usize >= width {
+                return Err(bad(
+                    format!("service[{}][{}].column", i / m, i % m),
+                    format!("is {column}, but the demand table (rows) has {width} columns"),
+                ));
+            }
+        }
+    }
+    for (c, cl) in classes.iter().enumerate() {
+        if matches!(cl.interarrival, Some(Dist::Row { .. })) {
+            return Err(bad(
+                format!("classes[{c}].interarrival"),
+                "a row law is a service law only",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Fork → join and branch indices must point at stations of the right kind.
@@ -433,6 +749,16 @@ fn check_station_links(stations: &[StationSpec]) -> Result<()> {
                 return Err(bad(
                     format!("stations[{k}].branches[{i}]"),
                     format!("{b} is not a valid station index (there are {m})"),
+                ));
+            }
+        }
+    }
+    for (k, st) in stations.iter().enumerate() {
+        for (i, &b) in st.members.iter().enumerate() {
+            if b >= m || stations[b].kind != Kind::Queue {
+                return Err(bad(
+                    format!("stations[{k}].members[{i}]"),
+                    format!("{b} is not the index of a queue station"),
                 ));
             }
         }
@@ -749,6 +1075,22 @@ fn parse_arrival_schedule(rows: &[Value], classes: &[ClassSpec]) -> Result<Vec<V
         out[c] = times.into_iter().zip(mult).collect();
     }
     Ok(out)
+}
+
+fn parse_change(v: &Value, path: &str, stations: &[StationSpec]) -> Result<CapacityChange> {
+    let o = Obj::new(v, path)?;
+    let change = match (o.opt_bool("active")?, o.has("budget")) {
+        (Some(a), false) => Change::Active(a),
+        (None, true) => Change::Budget(o.opt_f64("budget")?),
+        _ => return Err(bad(path, "give one of active or budget")),
+    };
+    let c = CapacityChange {
+        time: o.f64("time")?,
+        station: count(o.req("station")?, &o.at("station"))? as usize,
+        change,
+    };
+    c.check(stations, path)?;
+    Ok(c)
 }
 
 fn parse_population_schedule(

@@ -20,12 +20,156 @@
 //!   tags (the exact Markov chain), exact under any speed profile, and O(1)
 //!   per event with no service time drawn per job. It is what makes a
 //!   1,000-user think station cheap.
+//! - [`RoundRobin`] (the `rr` discipline): the first `servers` jobs present
+//!   run, each at the per-job rate, for at most a time slice of wall time
+//!   before it goes to the back of the queue if others wait; the next event
+//!   is the earliest completion or slice end among the running jobs.
+//!
+//! A station whose service is CPU time of its processes (`cpu` in the spec)
+//! also keeps its [`Cpu`]: the CPU seconds its running processes use (one
+//! core each, times the share of a core the host gives them), and, under a
+//! Linux CFS quota, the budget left in the current period; a spent budget
+//! throttles the station (its gate closes: speed 0) until the period ends.
 
 use std::collections::VecDeque;
 use std::hint::select_unpredictable;
 
 use super::rng::Rng;
-use super::spec::{Discipline, Kind, StationSpec};
+use super::spec::{CpuSpec, Discipline, Kind, StationSpec};
+
+/// Work or time below this counts as none (seconds).
+const EPS: f64 = 1e-12;
+
+/// A job under round robin: work left, and time left in its slice.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    job: u32,
+    work: f64,
+    slice: f64,
+}
+
+/// Jobs at a round-robin station, in queue order; the first `servers` run.
+#[derive(Debug)]
+pub struct RoundRobin {
+    queue: VecDeque<Slot>,
+    quantum: f64,
+    servers: usize,
+}
+
+impl RoundRobin {
+    fn running(&self) -> usize {
+        self.queue.len().min(self.servers)
+    }
+
+    /// The running jobs progress `work` and spend `time` of their slices.
+    fn progress(&mut self, work: f64, time: f64) {
+        let n = self.running();
+        for s in self.queue.iter_mut().take(n) {
+            s.work -= work;
+            s.slice -= time;
+        }
+    }
+
+    /// Time to the next completion or slice end at per-job rate `rate`, the
+    /// running job it concerns, and whether it completes.
+    fn next(&self, rate: f64) -> Option<(f64, usize, bool)> {
+        let mut best: Option<(f64, usize, bool)> = None;
+        for (i, s) in self.queue.iter().take(self.running()).enumerate() {
+            let done = s.work.max(0.0) / rate;
+            let (t, completes) = if done <= s.slice {
+                (done, true)
+            } else {
+                (s.slice.max(0.0), false)
+            };
+            if best.is_none_or(|b| t < b.0) {
+                best = Some((t, i, completes));
+            }
+        }
+        best
+    }
+}
+
+/// CPU use and CFS quota of a station (see the module notes).
+#[derive(Debug, Clone)]
+pub struct Cpu {
+    /// CPU seconds per period (infinite without a quota), and what is left.
+    pub per_period: f64,
+    pub budget: f64,
+    carry: f64,
+    /// 0: a spent budget throttles at once.
+    tick: f64,
+    pub period: f64,
+    pub phase: f64,
+    /// Whether the station's processes share the host's cores.
+    pub host: bool,
+    /// Share of a core each running process gets from the host.
+    pub share: f64,
+    pub throttled: bool,
+    /// The budget ran out in the current period.
+    out: bool,
+    /// CPU seconds used in all, and when the period began.
+    pub used: f64,
+    used_at_refill: f64,
+    /// Refills so far: the next is at `phase + refills * period`.
+    pub refills: u64,
+    /// Whether refills are on the event list (from the first quota on).
+    pub refilling: bool,
+    /// This window's CPU seconds, periods in which the station ran, and
+    /// those of them in which it was throttled (the kernel's nr_periods and
+    /// nr_throttled).
+    pub window_used: f64,
+    pub window_periods: u32,
+    pub window_throttled: u32,
+}
+
+impl Cpu {
+    fn new(spec: &CpuSpec, phase: f64) -> Cpu {
+        let per_period = spec.budget.unwrap_or(f64::INFINITY);
+        Cpu {
+            per_period,
+            budget: per_period,
+            carry: spec.carry,
+            tick: spec.tick.unwrap_or(0.0),
+            period: spec.period,
+            phase,
+            host: spec.host,
+            share: 1.0,
+            throttled: false,
+            out: false,
+            used: 0.0,
+            used_at_refill: 0.0,
+            refills: 0,
+            refilling: false,
+            window_used: 0.0,
+            window_periods: 0,
+            window_throttled: 0,
+        }
+    }
+
+    pub fn has_quota(&self) -> bool {
+        self.per_period.is_finite()
+    }
+
+    /// The next period's start.
+    pub fn next_refill(&self) -> f64 {
+        self.phase + self.refills as f64 * self.period
+    }
+
+    /// A new quota of `budget` CPU seconds per period (infinite: none) from
+    /// now on: the kernel refills the runtime when the quota is written.
+    pub fn set_budget(&mut self, budget: f64, now: f64) {
+        self.per_period = budget;
+        self.budget = budget;
+        self.throttled = false;
+        if !self.refilling {
+            // Periods from the one in progress on.
+            self.refills = ((now - self.phase) / self.period).floor().max(0.0) as u64 + 1;
+            while self.next_refill() <= now {
+                self.refills += 1;
+            }
+        }
+    }
+}
 
 /// A job in service with its finish tag; `seq` breaks tag ties by entry order.
 #[derive(Debug, Clone, Copy)]
@@ -299,6 +443,7 @@ impl Race {
 enum InService {
     Tags(TagHeap),
     Race(Race),
+    Rr(RoundRobin),
 }
 
 /// Run-time state of one station.
@@ -306,6 +451,8 @@ enum InService {
 pub struct Station {
     pub kind: Kind,
     pub ps: bool,
+    /// Round robin (see [`RoundRobin`]).
+    pub rr: bool,
     pub servers: u32,
     alpha: Box<[f64]>,
     pub capacity: u32,
@@ -319,11 +466,22 @@ pub struct Station {
 
     /// Jobs present: waiting, in service and blocked.
     pub n: u32,
+    /// Whether balance stations send it jobs.
+    pub active: bool,
     /// Jobs that finished service but wait for room downstream (they keep their server).
     pub blocked: u32,
     /// Speed factor of the perturbations in force (call `touch` before
     /// changing it, `refresh` after).
     pub speed: f64,
+    /// The station's CPU, if accounted (call `touch` before changing it,
+    /// `refresh` after).
+    pub cpu: Option<Box<Cpu>>,
+    /// Whether `touch` has more to do than the clocks (round robin or CPU).
+    extra: bool,
+    /// Speed factor of the CPU: 0 while throttled, else the host's share.
+    gate: f64,
+    /// CPU seconds used per second now.
+    burn: f64,
     /// Rate of the clock: per-job service rate `speed * g(n)` with tags, total
     /// hazard rate `speed * g(n) * sum(mu)` in a race.
     pub rate: f64,
@@ -360,11 +518,23 @@ pub struct Station {
 }
 
 impl Station {
-    pub fn new(spec: &StationSpec) -> Station {
+    /// The station of `spec`; `phase` starts the CPU periods of a quota
+    /// whose spec leaves the phase open.
+    pub fn new(spec: &StationSpec, phase: f64) -> Station {
         let ps = spec.kind == Kind::Queue && spec.discipline == Discipline::Ps;
+        let rr = spec.kind == Kind::Queue && spec.discipline == Discipline::Rr;
+        let cpu = spec
+            .cpu
+            .as_ref()
+            .map(|c| Box::new(Cpu::new(c, c.phase.unwrap_or(phase))));
         let mut st = Station {
             kind: spec.kind,
             ps,
+            rr,
+            extra: rr || cpu.is_some(),
+            cpu,
+            gate: 1.0,
+            burn: 0.0,
             servers: spec.servers,
             alpha: spec.alpha.clone().into_boxed_slice(),
             capacity: spec.capacity,
@@ -376,6 +546,7 @@ impl Station {
             quorum: spec.quorum.unwrap_or(0),
             branches: spec.branches.iter().map(|&b| b as u32).collect(),
             n: 0,
+            active: spec.active,
             blocked: 0,
             speed: 1.0,
             rate: 0.0,
@@ -383,9 +554,17 @@ impl Station {
             vclock: 0.0,
             busy_clock: 0.0,
             last: 0.0,
-            in_service: InService::Tags(TagHeap::default()),
+            in_service: if rr {
+                InService::Rr(RoundRobin {
+                    queue: VecDeque::new(),
+                    quantum: spec.quantum,
+                    servers: spec.servers as usize,
+                })
+            } else {
+                InService::Tags(TagHeap::default())
+            },
             serving: 0,
-            serve_limit: if spec.kind == Kind::Queue && !ps {
+            serve_limit: if spec.kind == Kind::Queue && !ps && !rr {
                 spec.servers
             } else {
                 u32::MAX
@@ -405,7 +584,7 @@ impl Station {
         // Past `max(L, m)` jobs only PS rates still change; PS tables go on
         // to where the tail is rarely reached.
         let flat = spec.alpha.len().max(spec.servers as usize) + 1;
-        let len = if ps { flat.max(257) } else { flat };
+        let len = if ps || rr { flat.max(257) } else { flat };
         st.rate_share = (0..len as u32).map(|n| (st.g(n), st.h(n))).collect();
         st.refresh();
         st
@@ -436,7 +615,7 @@ impl Station {
     #[inline]
     fn rate_share(&self, n: u32) -> (f64, f64) {
         let last = self.rate_share.len() - 1;
-        if (n as usize) <= last || !self.ps {
+        if (n as usize) <= last || !(self.ps || self.rr) {
             self.rate_share[(n as usize).min(last)]
         } else {
             self.rate_share_tail(n)
@@ -467,7 +646,7 @@ impl Station {
         match self.kind {
             Kind::Delay => 1.0,
             Kind::Queue if n == 0 => 0.0,
-            Kind::Queue if self.ps => {
+            Kind::Queue if self.ps || self.rr => {
                 f64::from(n.min(self.servers)) / (f64::from(self.servers) * f64::from(n))
             }
             Kind::Queue => 1.0 / f64::from(self.servers),
@@ -483,6 +662,102 @@ impl Station {
         self.vclock += dt * self.rate;
         self.busy_clock += dt * self.share;
         self.last = now;
+        if self.extra {
+            self.touch_extra(dt);
+        }
+    }
+
+    /// Round-robin progress and CPU use over the last `dt`.
+    #[cold]
+    fn touch_extra(&mut self, dt: f64) {
+        if let InService::Rr(rr) = &mut self.in_service {
+            if self.rate > 0.0 {
+                rr.progress(dt * self.rate, dt);
+            }
+        }
+        if let Some(c) = &mut self.cpu {
+            let used = dt * self.burn;
+            c.used += used;
+            c.window_used += used;
+            c.budget -= used;
+        }
+    }
+
+    /// Processes that would run now if the host had a core for each: jobs
+    /// in service up to the servers, none while stalled or throttled.
+    pub fn cores_wanted(&self) -> f64 {
+        match &self.cpu {
+            Some(c) if self.speed > 0.0 && !c.throttled => {
+                f64::from(self.serving.min(self.servers))
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// When the budget runs out at the current use (`None`: not while
+    /// nothing changes); at once if it is spent, else at the next tick after
+    /// the instant it is (see `CpuSpec::tick`).
+    pub fn quota_out(&self, now: f64) -> Option<f64> {
+        let c = self.cpu.as_ref()?;
+        if !c.has_quota() || c.throttled || self.burn <= 0.0 {
+            return None;
+        }
+        if c.budget <= EPS {
+            return Some(now);
+        }
+        let t = now + c.budget / self.burn;
+        if c.tick > 0.0 {
+            return Some(c.phase + ((t - c.phase) / c.tick).ceil() * c.tick);
+        }
+        Some(t)
+    }
+
+    /// Whether a job completes within `dt` at the current rate.
+    pub fn completes_within(&self, dt: f64) -> bool {
+        if self.rate <= 0.0 {
+            return false;
+        }
+        let level = match &self.in_service {
+            InService::Tags(h) => h.peek().map(|top| top.tag),
+            InService::Race(r) => (r.len() > 0).then_some(r.threshold),
+            InService::Rr(rr) => return rr.next(self.rate).is_some_and(|n| n.2 && n.0 <= dt),
+        };
+        level.is_some_and(|l| (l - self.vclock) / self.rate <= dt)
+    }
+
+    /// The budget is spent: throttled until the period ends (call `touch` first).
+    pub fn throttle(&mut self) {
+        if let Some(c) = &mut self.cpu {
+            c.throttled = true;
+            c.out = true;
+        }
+        self.refresh();
+    }
+
+    /// A new period (call `touch` first): the period that ends is counted if
+    /// the station ran in it, the budget is refilled (keeping up to `carry`
+    /// of what was left, or a debt), and the station runs again.
+    pub fn refill(&mut self) {
+        if let Some(c) = &mut self.cpu {
+            if c.used > c.used_at_refill {
+                c.window_periods += 1;
+                c.window_throttled += u32::from(c.out);
+            }
+            c.used_at_refill = c.used;
+            c.out = false;
+            c.throttled = false;
+            c.budget = c.per_period + c.budget.min(c.carry);
+            c.refills += 1;
+        }
+        self.refresh();
+    }
+
+    /// The host gives each running process `share` of a core (call `touch` first).
+    pub fn set_host_share(&mut self, share: f64) {
+        if let Some(c) = &mut self.cpu {
+            c.share = share;
+        }
+        self.refresh();
     }
 
     /// Recomputes the rates after `n`, `blocked`, `speed` or the jobs in
@@ -492,15 +767,29 @@ impl Station {
         let n = self.n;
         let (g, h) = self.rate_share(n);
         self.share = h;
+        if self.extra {
+            self.refresh_cpu();
+        }
+        let speed = self.speed * self.gate;
         match &self.in_service {
             InService::Race(r) if r.single_mu > 0.0 && self.serving == n.min(self.serve_limit) => {
                 // All jobs present that may be served are: the total
                 // capacity is exact (alpha(n), or n at a delay station), so
                 // the rate is bit-identical whenever the state repeats.
-                self.rate = self.speed * (r.single_mu * self.capacity(n));
+                self.rate = speed * (r.single_mu * self.capacity(n));
             }
-            InService::Race(r) => self.rate = self.speed * g * r.mass,
-            InService::Tags(_) => self.rate = self.speed * g,
+            InService::Race(r) => self.rate = speed * g * r.mass,
+            // (round robin: the rate of each running job, as FCFS's g)
+            InService::Tags(_) | InService::Rr(_) => self.rate = speed * g,
+        }
+    }
+
+    /// The CPU's gate and use after a change.
+    #[cold]
+    fn refresh_cpu(&mut self) {
+        if let Some(c) = &self.cpu {
+            self.gate = if c.throttled { 0.0 } else { c.share };
+            self.burn = self.cores_wanted() * c.share;
         }
     }
 
@@ -535,15 +824,39 @@ impl Station {
                 });
             }
             InService::Race(r) => r.push(job, class),
+            InService::Rr(rr) => rr.queue.push_back(Slot {
+                job,
+                work,
+                slice: rr.quantum,
+            }),
         }
         self.serving += 1;
     }
 
     /// Removes the job that completes now. Tags: the clock is set to its tag
     /// exactly, so rounding in the event time never accumulates; race: the
-    /// hazard clock restarts for the next threshold.
+    /// hazard clock restarts for the next threshold; round robin: the
+    /// running job that was due completes, or, if its slice ended first, goes
+    /// to the back of the queue when others wait (`None`).
     #[inline]
     pub fn complete(&mut self) -> Option<u32> {
+        if let InService::Rr(rr) = &mut self.in_service {
+            self.scheduled = false;
+            let (_, i, completes) = rr.next(self.rate.max(f64::MIN_POSITIVE))?;
+            if !completes {
+                let mut slot = rr.queue.remove(i)?;
+                slot.slice = rr.quantum;
+                if rr.queue.len() >= rr.servers {
+                    rr.queue.push_back(slot);
+                } else {
+                    rr.queue.insert(i, slot);
+                }
+                return None;
+            }
+            let slot = rr.queue.remove(i)?;
+            self.serving -= 1;
+            return Some(slot.job);
+        }
         let job = match &mut self.in_service {
             InService::Tags(h) => {
                 let top = h.pop()?;
@@ -555,6 +868,7 @@ impl Station {
                 self.vclock = 0.0;
                 job
             }
+            InService::Rr(_) => unreachable!("handled above"),
         };
         self.serving -= 1;
         self.scheduled = false;
@@ -576,6 +890,24 @@ impl Station {
         let next = match &self.in_service {
             InService::Tags(h) => h.peek().map(|top| (top.tag, top.seq)),
             InService::Race(r) => (r.len() > 0).then_some((r.threshold, 0)),
+            InService::Rr(rr) => {
+                let next = if self.rate > 0.0 {
+                    rr.next(self.rate)
+                } else {
+                    None
+                };
+                return match next {
+                    Some((dt, _, _)) => {
+                        self.scheduled = true;
+                        Resched::At(now + dt)
+                    }
+                    None if self.scheduled => {
+                        self.scheduled = false;
+                        Resched::Cancel
+                    }
+                    None => Resched::Keep,
+                };
+            }
         };
         let (level, seq) = match next {
             Some(next) if self.rate > 0.0 => next,

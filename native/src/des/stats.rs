@@ -97,8 +97,72 @@ impl Acc {
     }
 }
 
+/// The windows of one replication: the cells' and classes' sums of the
+/// current window, its bounds, and the completed windows waiting to be handed
+/// over. Both engines keep one and close windows through it.
+#[derive(Debug)]
+pub struct Recorder {
+    pub cells: Vec<Cell>,
+    pub acc: Acc,
+    pub out: Windows,
+    /// The current window is `[start, end)`, number `index`.
+    pub start: f64,
+    pub end: f64,
+    index: u64,
+    width: f64,
+    /// Scratch: busy clocks of the stations at a window's end.
+    busy_end: Vec<f64>,
+}
+
+impl Recorder {
+    /// Windows of `width` seconds from 0 for `classes` x `stations` cells.
+    pub fn new(classes: usize, stations: usize, width: f64) -> Recorder {
+        Recorder {
+            cells: vec![Cell::default(); classes * stations],
+            acc: Acc::new(classes),
+            out: Windows::default(),
+            start: 0.0,
+            end: width,
+            index: 0,
+            width,
+            busy_end: Vec::with_capacity(stations),
+        }
+    }
+
+    /// Completes every window that ends at or before `t`. For each, `stations(end,
+    /// busy_end, out)` advances the engine's stations to the window's end, pushes each
+    /// station's busy clock to `busy_end` (then restarts it) and its per-station sums
+    /// (`q_max`, and any CPU or host sums) to `out`.
+    pub fn close_until(
+        &mut self,
+        t: f64,
+        mut stations: impl FnMut(f64, &mut Vec<f64>, &mut Windows),
+    ) {
+        while self.end <= t {
+            let end = self.end;
+            self.busy_end.clear();
+            stations(end, &mut self.busy_end, &mut self.out);
+            self.out.t_start.push(self.start);
+            self.acc.emit(
+                &mut self.cells,
+                &self.busy_end,
+                end - self.start,
+                &mut self.out,
+            );
+            self.index += 1;
+            self.start = end;
+            // By multiplication, so boundaries do not drift over long runs.
+            self.end = (self.index + 1) as f64 * self.width;
+        }
+    }
+}
+
 /// Completed windows, flat row-major: `(window, class, station)` for station
 /// metrics, `(window, station)` for `q_max`, `(window, class)` for system metrics.
+/// Models with CPU stations add `(window, station)` CPU seconds used, CFS
+/// periods in which a station ran and those throttled (0 at stations without
+/// CPU); with a host, `(window, 3)`: its processes' wanted core-seconds, the
+/// core-seconds they got, and the other tasks' core-seconds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Windows {
     pub t_start: Vec<f64>,
@@ -113,6 +177,10 @@ pub struct Windows {
     pub sys_completions: Vec<f64>,
     pub sys_rt_sum: Vec<f64>,
     pub sys_rt_max: Vec<f64>,
+    pub cpu: Vec<f64>,
+    pub periods: Vec<f64>,
+    pub throttled: Vec<f64>,
+    pub host: Vec<f64>,
 }
 
 impl Windows {
@@ -139,6 +207,10 @@ impl Windows {
             sys_completions,
             sys_rt_sum,
             sys_rt_max,
+            cpu,
+            periods,
+            throttled,
+            host,
         } = other;
         self.t_start.extend(t_start);
         self.arrivals.extend(arrivals);
@@ -152,7 +224,20 @@ impl Windows {
         self.sys_completions.extend(sys_completions);
         self.sys_rt_sum.extend(sys_rt_sum);
         self.sys_rt_max.extend(sys_rt_max);
+        self.cpu.extend(cpu);
+        self.periods.extend(periods);
+        self.throttled.extend(throttled);
+        self.host.extend(host);
     }
+}
+
+/// Completed requests (when the spec asks for `rt_samples`): each one's class,
+/// completion time and response time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    pub class: Vec<u32>,
+    pub end: Vec<f64>,
+    pub rt: Vec<f64>,
 }
 
 /// How a traced visit ended.

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::to_py_err;
+use crate::des::spec::{CapacityChange, Change};
 use crate::des::{Advance, Simulation};
 
 /// One replication of a simulated queueing network.
@@ -50,6 +51,19 @@ impl Simulator {
         to_dict(py, out)
     }
 
+    /// From time `time` (not before `now`), balance stations send station
+    /// `station` jobs (`active`) or no longer do (the jobs it holds finish).
+    fn set_active(&mut self, time: f64, station: usize, active: bool) -> PyResult<()> {
+        self.change(time, station, Change::Active(active))
+    }
+
+    /// From time `time` (not before `now`), station `station` has a CFS quota of
+    /// `budget` CPU seconds per period (`None`: no quota).
+    #[pyo3(signature = (time, station, budget))]
+    fn set_budget(&mut self, time: f64, station: usize, budget: Option<f64>) -> PyResult<()> {
+        self.change(time, station, Change::Budget(budget))
+    }
+
     /// Simulated time.
     #[getter]
     fn now(&self) -> f64 {
@@ -60,6 +74,17 @@ impl Simulator {
     #[getter]
     fn events(&self) -> u64 {
         self.sim.events()
+    }
+}
+
+impl Simulator {
+    fn change(&mut self, time: f64, station: usize, change: Change) -> PyResult<()> {
+        let c = CapacityChange {
+            time,
+            station,
+            change,
+        };
+        self.sim.schedule_change(c).map_err(to_py_err)
     }
 }
 
@@ -111,7 +136,22 @@ fn to_dict(py: Python<'_>, out: Advance) -> PyResult<Bound<'_, PyDict>> {
     wd.set_item("sys_completions", w.sys_completions)?;
     wd.set_item("sys_rt_sum", w.sys_rt_sum)?;
     wd.set_item("sys_rt_max", w.sys_rt_max)?;
+    if !w.cpu.is_empty() {
+        wd.set_item("cpu", w.cpu)?;
+        wd.set_item("periods", w.periods)?;
+        wd.set_item("throttled", w.throttled)?;
+    }
+    if !w.host.is_empty() {
+        wd.set_item("host", w.host)?;
+    }
     d.set_item("windows", wd)?;
+    if let Some(s) = out.samples {
+        let sd = PyDict::new(py);
+        sd.set_item("class", s.class)?;
+        sd.set_item("end", s.end)?;
+        sd.set_item("rt", s.rt)?;
+        d.set_item("samples", sd)?;
+    }
     if let Some(t) = out.trace {
         let td = PyDict::new(py);
         td.set_item("request_id", t.request_id)?;

@@ -425,7 +425,7 @@ def _predict_sim(
 ) -> Prediction:
     import numpy as np
 
-    from tierscope.domains._quota_sim import SimTier, simulate_closed
+    from tierscope.sim.twin import SimTier, simulate_closed
 
     tiers = [
         SimTier(

@@ -6,6 +6,7 @@
 //! does, and reads results only through the public `advance` output.
 
 mod bench;
+mod cpu;
 mod features;
 mod fuzz;
 mod networks;
