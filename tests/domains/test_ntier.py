@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tierscope.sim.twin import SimTier, simulate_closed
 from tierscope.domains.ntier import (
     KERNEL_TICK_S,
     HostModel,
@@ -22,6 +21,7 @@ from tierscope.domains.ntier import (
 )
 from tierscope.experiment.targets.embedded import processes_for
 from tierscope.qn import Network, solve
+from tierscope.sim.twin import SimTier, simulate_closed
 from tierscope.spec.experiment import TierSpec, parse_experiment
 
 

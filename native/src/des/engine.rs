@@ -50,6 +50,8 @@ struct Job {
     start: f64,
     /// The current request's row of the demand table.
     row: u32,
+    /// At an `each` balance station: the member after the one visited last.
+    cursor: u32,
 }
 
 /// The tasks of one forked job.
@@ -554,6 +556,7 @@ impl EventSim {
             arrival: self.now,
             start: f64::NAN,
             row: 0,
+            cursor: 0,
         })
     }
 
@@ -850,6 +853,20 @@ impl EventSim {
         // The active members (all of them if none is).
         let any = spec.members.iter().any(|&b| st[b].active);
         let open = |b: &&usize| !any || st[**b].active;
+        if spec.policy == Policy::Each {
+            let from = self.jobs[j as usize].cursor as usize;
+            let next = spec.members[from..].iter().position(|b| open(&b));
+            let next = next.map(|i| (from + i, spec.members[from + i]));
+            let job = &mut self.jobs[j as usize];
+            let Some((i, b)) = next else {
+                // Every member visited: on by this station's row.
+                job.cursor = 0;
+                let c = job.class as usize;
+                return self.depart_instant(j, c, k);
+            };
+            job.cursor = (i + 1) as u32;
+            return self.arrive(j, b);
+        }
         let pick = match spec.policy {
             Policy::RoundRobin => {
                 let n = spec.members.iter().filter(open).count() as u32;
@@ -866,6 +883,7 @@ impl EventSim {
                     .filter(at_least)
                     .nth(self.turn[k] as usize)
             }
+            Policy::Each => unreachable!("handled above"),
         };
         let pick = *pick.unwrap_or(&spec.members[0]);
         self.arrive(j, pick);

@@ -39,6 +39,10 @@ pub enum Policy {
     RoundRobin,
     /// The member with the fewest jobs present; ties in turn.
     LeastLoaded,
+    /// Every member in order (a write run at every replica): the job comes
+    /// back here after each visit (by the members' routing) and goes on by
+    /// this station's own routing row after the last.
+    Each,
 }
 
 /// Service discipline of a queue.
@@ -432,11 +436,13 @@ impl Model {
                 }
                 Kind::Join => {}
                 Kind::Balance => {
-                    // The job goes on from the member, by the member's row.
                     for &b in &st.members {
                         stack.push((c, b, closed));
                     }
-                    continue;
+                    if st.policy != Policy::Each {
+                        // The job goes on from the member, by the member's row.
+                        continue;
+                    }
                 }
             }
             let row = self.row(c, k);
@@ -518,10 +524,13 @@ fn parse_station(v: &Value, path: &str) -> Result<StationSpec> {
         let policy = match o.opt_str("policy")?.unwrap_or("round_robin") {
             "round_robin" => Policy::RoundRobin,
             "least_loaded" => Policy::LeastLoaded,
+            "each" => Policy::Each,
             other => {
                 return Err(bad(
                     o.at("policy"),
-                    format!("unknown policy '{other}' (expected round_robin or least_loaded)"),
+                    format!(
+                        "unknown policy '{other}' (expected round_robin, least_loaded or each)"
+                    ),
                 ))
             }
         };

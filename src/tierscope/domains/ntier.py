@@ -14,7 +14,9 @@ by default — is restated in :func:`default_processes` and checked against the 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -229,7 +231,7 @@ class NTierModel:
         multipliers are the cores it serves with j jobs (min(j, processes), capped by its quota
         less its background), so ``service`` is CPU seconds. Outside delays are a delay station
         ``outside``. A quota is read as a slower processor here (exact for throughput, pessimistic
-        for response times below saturation: see :mod:`tierscope.domains._quota_sim`).
+        for response times below saturation: see :mod:`tierscope.sim.twin`).
 
         The host's cores shared with other processes (``host``) are left out: a tier's speed
         would depend on how many tasks the *other* tiers and processes run, which no product-form
@@ -387,16 +389,21 @@ def predict(
 ) -> list[Prediction]:
     """Throughput, response times and utilisations of ``model`` at each number of users."""
     method, _ = choose_solver(model, solver)
-    out = []
-    stage = f"predicting {len(levels)} levels ({method})"
-    for users in tracked(levels, stage) if len(levels) > 1 else levels:
+    for users in levels:
         if users < 1:
             raise InputError("levels", users, "numbers of users >= 1")
-        if method == "mva":
-            out.append(_predict_mva(model, int(users)))
-        else:
-            out.append(_predict_sim(model, int(users), duration=duration, warmup=warmup, seed=seed))
-    return out
+    stage = f"predicting {len(levels)} levels ({method})"
+    if method == "mva":
+        todo = tracked(levels, stage) if len(levels) > 1 else levels
+        return [_predict_mva(model, int(u)) for u in todo]
+
+    def one(users: int) -> Prediction:
+        return _predict_sim(model, int(users), duration=duration, warmup=warmup, seed=seed)
+
+    # The twin releases the GIL while it runs: the levels run side by side, one per core.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(levels), os.cpu_count() or 1))) as pool:
+        done = pool.map(one, levels)
+        return list(tracked(done, stage, len(levels)) if len(levels) > 1 else done)
 
 
 def _predict_mva(model: NTierModel, users: int) -> Prediction:
@@ -420,6 +427,51 @@ def _predict_mva(model: NTierModel, users: int) -> Prediction:
     )
 
 
+def twin_arguments(model: NTierModel, users: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What the twin (:func:`tierscope.sim.twin.simulate_closed`) simulates of ``model`` at
+    ``users`` users: each tier's fields of a ``SimTier``, and the other arguments."""
+    import numpy as np
+
+    tiers = [
+        {
+            "name": t.name,
+            "replicas": t.facts.replicas,
+            "cap": float(t.facts.processes),
+            "quota": t.facts.cpu,
+            "background": t.background,
+            "write_all": i == len(model.tiers) - 1,
+            "quantum": t.facts.quantum,
+            "carry": CFS_MIN_RUNTIME_S * t.facts.processes,
+            "tick": t.facts.tick,
+            "contention": t.contention,
+            "contention_upto": t.contention_upto,
+        }
+        for i, t in enumerate(model.tiers)
+    ]
+    host = model.host
+    kwargs = {
+        "users": users,
+        "think_time": model.think_time,
+        "demand_means": np.array([t.demand for t in model.tiers]),
+        "demand_samples": model.demand_samples,
+        "write_fraction": model.write_fraction,
+        "delay": model.delay,
+        "delay_shape": model.delay_shape,
+        # (a stall of a replica the changed system no longer has is gone with it)
+        "stalls": [
+            (model.names.index(t), r, a, b)
+            for t, r, a, b in model.stalls
+            if r is None or r < model.tier(t).facts.replicas
+        ],
+        "stall_cycle": model.stall_cycle,
+        "think_dist": model.think_dist,
+        "period": model.period,
+        "host_cores": None if host is None else host.cores,
+        "host_background": 0.0 if host is None else _competing(model, host, users),
+    }
+    return tiers, kwargs
+
+
 def _predict_sim(
     model: NTierModel, users: int, *, duration: float, warmup: float, seed: int
 ) -> Prediction:
@@ -427,46 +479,9 @@ def _predict_sim(
 
     from tierscope.sim.twin import SimTier, simulate_closed
 
-    tiers = [
-        SimTier(
-            t.name,
-            t.facts.replicas,
-            float(t.facts.processes),
-            t.facts.cpu,
-            background=t.background,
-            write_all=(i == len(model.tiers) - 1),
-            quantum=t.facts.quantum,
-            carry=CFS_MIN_RUNTIME_S * t.facts.processes,
-            tick=t.facts.tick,
-            contention=t.contention,
-            contention_upto=t.contention_upto,
-        )
-        for i, t in enumerate(model.tiers)
-    ]
-    host = model.host
+    tiers, kwargs = twin_arguments(model, users)
     out = simulate_closed(
-        tiers,
-        users=users,
-        think_time=model.think_time,
-        demand_means=np.array([t.demand for t in model.tiers]),
-        demand_samples=model.demand_samples,
-        write_fraction=model.write_fraction,
-        delay=model.delay,
-        delay_shape=model.delay_shape,
-        # (a stall of a replica the changed system no longer has is gone with it)
-        stalls=[
-            (model.names.index(t), r, a, b)
-            for t, r, a, b in model.stalls
-            if r is None or r < model.tier(t).facts.replicas
-        ],
-        stall_cycle=model.stall_cycle,
-        think_dist=model.think_dist,
-        period=model.period,
-        warmup=warmup,
-        duration=duration,
-        seed=seed,
-        host_cores=None if host is None else host.cores,
-        host_background=0.0 if host is None else _competing(model, host, users),
+        [SimTier(**t) for t in tiers], warmup=warmup, duration=duration, seed=seed, **kwargs
     )
     rts = out.response_times
     x_hw = r_hw = None
@@ -526,4 +541,5 @@ __all__ = [
     "predict",
     "replica_rates",
     "tier_facts",
+    "twin_arguments",
 ]

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +121,7 @@ def _det(x: float) -> dict[str, Any]:
 def _rates(tier: SimTier) -> list[float]:
     """Rate multipliers alpha(n), n = 1..L, of a replica: min(n, cap) processes busy, each
     doing 1 / (1 + c (min(n, upto) - 1)) of a request's work per CPU second."""
-    cap = max(int(round(tier.cap)), 1)
+    cap = max(round(tier.cap), 1)
     upto = min(tier.contention_upto, MAX_CONTENDED) if tier.contention else 1.0
     last = max(cap, math.ceil(upto))
     out = []
@@ -131,41 +132,87 @@ def _rates(tier: SimTier) -> list[float]:
 
 
 @dataclass
+class TwinSystem:
+    """A closed n-tier system as the twin runs it (see :func:`simulate_closed` for the
+    fields). ``max_replicas``: per tier, the replicas it may be scaled to (default: its
+    ``replicas``)."""
+
+    tiers: list[SimTier]
+    think_time: float
+    demand_means: np.ndarray
+    demand_samples: np.ndarray | None = None
+    write_fraction: np.ndarray | None = None
+    delay: float = 0.0
+    delay_shape: np.ndarray | None = None
+    stalls: list[tuple[int, int | None, float, float]] | None = None
+    stall_cycle: float = 0.0
+    think_dist: str = "exp"
+    period: float = 0.1
+    host_cores: float | None = None
+    host_background: float = 0.0
+    max_replicas: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.host_cores is not None and not self.host_cores > 0:
+            raise ValueError(f"host_cores must be > 0, not {self.host_cores}")
+        if not self.host_background >= 0:
+            raise ValueError(f"host_background must be >= 0, not {self.host_background}")
+
+    def most(self, t: int) -> int:
+        tier = self.tiers[t]
+        return tier.replicas if self.max_replicas is None else max(self.max_replicas[t], 1)
+
+    @property
+    def writes(self) -> bool:
+        """Whether the last tier's replicas each run a part of some requests (its writes)."""
+        last = self.tiers[-1]
+        return (
+            self.demand_samples is not None
+            and self.write_fraction is not None
+            and last.write_all
+            and self.most(len(self.tiers) - 1) > 1
+            and bool(np.any(np.asarray(self.write_fraction) > 0))
+        )
+
+
+@dataclass
 class _Layout:
     """Where each tier's replicas are among the engine's stations."""
 
     stations: list[dict[str, Any]]
     entry: list[int]  # per tier: the station a request enters it by (balance or replica)
-    replicas: list[list[int]]  # per tier: its replica stations
+    replicas: list[list[int]]  # per tier: its replica stations (up to its most)
     outside: int | None
+    writes: int | None  # the balance station that sends writes to every replica
     think: int = 0
 
     def tier_of(self) -> dict[int, tuple[int, int]]:
         return {k: (t, r) for t, row in enumerate(self.replicas) for r, k in enumerate(row)}
 
 
-def _layout(
-    tiers: list[SimTier], *, period: float, delay_station: bool, host: bool
-) -> _Layout:
+def _budget(tier: SimTier, cpu: float | None, period: float) -> float | None:
+    """CPU seconds per period a replica's requests may use under a quota of ``cpu`` cores."""
+    return None if cpu is None else max(cpu - tier.background, 1e-6) * period
+
+
+def _layout(system: TwinSystem) -> _Layout:
     stations: list[dict[str, Any]] = [{"name": "think", "kind": "delay"}]
     entry, replicas = [], []
-    for t, tier in enumerate(tiers):
-        cap = max(int(round(tier.cap)), 1)
+    for t, tier in enumerate(system.tiers):
+        most = system.most(t)
         cpu = {
-            "budget": None
-            if tier.quota is None
-            else max(tier.quota - tier.background, 1e-6) * period,
-            "period": period,
+            "budget": _budget(tier, tier.quota, system.period),
+            "period": system.period,
             "carry": tier.carry,
             "tick": tier.tick,
-            "host": host,
+            "host": system.host_cores is not None,
         }
-        first = len(stations) + (1 if tier.replicas > 1 else 0)
-        rows = list(range(first, first + tier.replicas))
+        first = len(stations) + (1 if most > 1 else 0)
+        rows = list(range(first, first + most))
         # (an unbounded slice is first come, first served)
         rr = tier.quantum is not None and math.isfinite(tier.quantum)
         fcfs = tier.quantum is not None and not rr
-        if tier.replicas > 1:
+        if most > 1:
             entry.append(len(stations))
             policy = "round_robin" if t == 0 else "least_loaded"
             stations.append(
@@ -173,128 +220,111 @@ def _layout(
             )
         else:
             entry.append(rows[0])
-        for r in range(tier.replicas):
+        for r in range(most):
             stations.append(
                 {
                     "name": f"{tier.name}/{r}",
                     "kind": "queue",
                     "discipline": "rr" if rr else "fcfs" if fcfs else "ps",
-                    "servers": cap,
+                    "servers": max(round(tier.cap), 1),
                     "alpha": _rates(tier),
                     "cpu": cpu,
+                    "active": r < tier.replicas,
                     **({"quantum": tier.quantum} if rr else {}),
                 }
             )
         replicas.append(rows)
+    writes = None
+    if system.writes:
+        writes = len(stations)
+        stations.append(
+            {"name": "writes", "kind": "balance", "members": replicas[-1], "policy": "each"}
+        )
     outside = None
-    if delay_station:
+    if system.delay > 0:
         outside = len(stations)
         stations.append({"name": "outside", "kind": "delay"})
-    return _Layout(stations, entry, replicas, outside)
+    return _Layout(stations, entry, replicas, outside, writes)
 
 
 def twin_spec(
-    tiers: list[SimTier],
+    system: TwinSystem,
     *,
-    users: int,
-    think_time: float,
-    demand_means: np.ndarray,
-    demand_samples: np.ndarray | None = None,
-    write_fraction: np.ndarray | None = None,
-    delay: float = 0.0,
-    delay_shape: np.ndarray | None = None,
-    stalls: list[tuple[int, int | None, float, float]] | None = None,
-    stall_cycle: float = 0.0,
-    think_dist: str = "exp",
-    period: float = 0.1,
-    horizon: float = 65.0,
+    users: int | Sequence[tuple[float, int]],
     window: float = 1.0,
     trace: bool = False,
-    host_cores: float | None = None,
-    host_background: float = 0.0,
+    horizon: float = math.inf,
 ) -> tuple[dict[str, Any], _Layout]:
-    """The engine spec of the n-tier system (see :func:`simulate_closed` for the arguments),
-    and where its tiers' replicas are."""
+    """The engine spec of ``system`` with ``users`` users (or a schedule of (from time,
+    users) steps), and where its tiers' replicas are."""
+    tiers = system.tiers
     T = len(tiers)
-    lay = _layout(tiers, period=period, delay_station=delay > 0, host=host_cores is not None)
+    lay = _layout(system)
     M = len(lay.stations)
-    means = np.asarray(demand_means, dtype=float)
-    # The replicated last tier's writes: classes that visit its replicas in turn.
-    last = tiers[-1]
-    writes = (
-        demand_samples is not None
-        and write_fraction is not None
-        and last.write_all
-        and last.replicas > 1
-        and bool(np.any(np.asarray(write_fraction) > 0))
-    )
-    n_write = last.replicas if writes else 0
-    classes = [{"name": "request", "open": False, "population": int(users), "reference": 0}]
-    classes += [
-        {"name": f"write/{j}", "open": False, "population": 0, "reference": 0}
-        for j in range(n_write)
-    ]
-    C = len(classes)
-    service: list[list[Any]] = [[None] * M for _ in range(C)]
-    if think_time > 0 and think_dist == "exp":
-        service[0][lay.think] = {"dist": "exp", "mean": float(think_time)}
+    means = np.asarray(system.demand_means, dtype=float)
+    steps = [(0.0, int(users))] if isinstance(users, int | np.integer) else list(users)
+    classes = [{"name": "request", "open": False, "population": 0, "reference": 0}]
+    if lay.writes is not None:
+        # The writes of a request: a class that visits every replica of the last tier.
+        classes.append({"name": "write", "open": False, "population": 0, "reference": 0})
+    service: list[list[Any]] = [[None] * M for _ in classes]
+    if system.think_time > 0 and system.think_dist == "exp":
+        service[0][lay.think] = {"dist": "exp", "mean": float(system.think_time)}
     else:
-        service[0][lay.think] = _det(max(think_time, 0.0))
+        service[0][lay.think] = _det(max(system.think_time, 0.0))
     if lay.outside is not None:
+        shape = system.delay_shape
         service[0][lay.outside] = (
-            _det(delay)
-            if delay_shape is None
-            else {"dist": "empirical", "samples": (delay * np.asarray(delay_shape)).tolist()}
+            _det(system.delay)
+            if shape is None
+            else {"dist": "empirical", "samples": (system.delay * np.asarray(shape)).tolist()}
         )
     rows = None
-    if demand_samples is not None:
-        samples = np.asarray(demand_samples, dtype=float)
+    if system.demand_samples is not None:
+        samples = np.asarray(system.demand_samples, dtype=float)
         cols = [samples]
-        if writes:
-            w = np.asarray(write_fraction, dtype=float) * samples[:, -1]
+        if lay.writes is not None:
+            w = np.asarray(system.write_fraction, dtype=float) * samples[:, -1]
             cols += [(samples[:, -1] - w)[:, None], w[:, None]]
         rows = np.clip(np.hstack(cols), 0.0, None)
     used = [True] * T
     for t in range(T):
         if rows is not None:
-            law: dict[str, Any] = {"dist": "row", "column": t}
-            if writes and t == T - 1:
-                law = {"dist": "row", "column": T}
+            read = T if lay.writes is not None and t == T - 1 else t
+            law: dict[str, Any] = {"dist": "row", "column": read}
             used[t] = bool(np.any(rows[:, t] > 0))
         else:
             used[t] = bool(means[t] > 0)
             law = {"dist": "exp", "mean": float(means[t])} if used[t] else _det(0.0)
         for k in lay.replicas[t]:
             service[0][k] = law
-    for j in range(n_write):
-        service[1 + j][lay.replicas[-1][j]] = {"dist": "row", "column": T + 1}
-        # (their reference, never reached: it must still serve and route them)
-        service[1 + j][lay.think] = _det(0.0)
     # Routing: think -> the tiers a request may use, in order -> outside -> think.
     path = [t for t in range(T) if used[t]]
-    routing = []
     after = lay.outside if lay.outside is not None else lay.think
 
-    def then(t_index: int) -> int:
-        return lay.entry[path[t_index + 1]] if t_index + 1 < len(path) else after
+    def then(i: int) -> int:
+        return lay.entry[path[i + 1]] if i + 1 < len(path) else after
 
-    routing.append({"from": [0, lay.think], "to": [[0, then(-1), 1.0]]})
+    routing = [{"from": [0, lay.think], "to": [[0, then(-1), 1.0]]}]
     for i, t in enumerate(path):
         for k in lay.replicas[t]:
-            if writes and t == T - 1:
-                routing.append({"from": [0, k], "to": [[1, lay.replicas[t][0], 1.0]]})
+            if lay.writes is not None and t == T - 1:
+                routing.append({"from": [0, k], "to": [[1, lay.writes, 1.0]]})
             else:
                 routing.append({"from": [0, k], "to": [[0, then(i), 1.0]]})
-    for j in range(n_write):
-        k = lay.replicas[-1][j]
-        nxt = [[2 + j, lay.replicas[-1][j + 1], 1.0]] if j + 1 < n_write else [[0, after, 1.0]]
-        routing.append({"from": [1 + j, k], "to": nxt})
-        routing.append({"from": [1 + j, lay.think], "to": [[0, lay.think, 1.0]]})
+    if lay.writes is not None:
+        for k in lay.replicas[-1]:
+            service[1][k] = {"dist": "row", "column": T + 1}
+            routing.append({"from": [1, k], "to": [[1, lay.writes, 1.0]]})
+        routing.append({"from": [1, lay.writes], "to": [[0, after, 1.0]]})
+        # (its reference, never reached: it must still serve and route it)
+        service[1][lay.think] = _det(0.0)
+        routing.append({"from": [1, lay.think], "to": [[0, lay.think, 1.0]]})
     if lay.outside is not None:
         routing.append({"from": [0, lay.outside], "to": [[0, lay.think, 1.0]]})
     perturbations = []
-    if stalls and stall_cycle > 0:
-        for t, r, a, b in stalls:
+    if system.stalls and system.stall_cycle > 0:
+        for t, r, a, b in system.stalls:
             for k in lay.replicas[t] if r is None else [lay.replicas[t][r]]:
                 perturbations.append(
                     {
@@ -302,8 +332,8 @@ def twin_spec(
                         "factor": 0.0,
                         "start": float(a),
                         "duration": float(b - a),
-                        "period": float(stall_cycle),
-                        "until": float(horizon),
+                        "period": float(system.stall_cycle),
+                        "until": float(horizon) if math.isfinite(horizon) else None,
                     }
                 )
     spec: dict[str, Any] = {
@@ -312,15 +342,138 @@ def twin_spec(
         "service": service,
         "routing": routing,
         "perturbations": perturbations,
+        "population_schedule": [
+            {
+                "class": 0,
+                "times": [float(t) for t, _ in steps],
+                "populations": [int(n) for _, n in steps],
+            }
+        ],
         "window": float(window),
         "rt_samples": True,
         "trace": bool(trace),
     }
     if rows is not None:
         spec["rows"] = rows.tolist()
-    if host_cores is not None:
-        spec["host"] = {"cores": float(host_cores), "background": float(host_background)}
+    if system.host_cores is not None:
+        spec["host"] = {
+            "cores": float(system.host_cores),
+            "background": float(system.host_background),
+        }
     return spec, lay
+
+
+@dataclass
+class Step:
+    """What the twin did between two times: per engine window (``t_start``) and tier, the CPU
+    seconds its replicas used, the CFS periods in which they ran and those throttled; with a
+    host, per window its processes' wanted and got core-seconds and the other tasks'; the end
+    and response time of every request completed; and the engine's trace, if asked for."""
+
+    start: float
+    end: float
+    window: float
+    t_start: np.ndarray
+    #: [window, station]: CPU seconds each engine station used (see ``Twin.layout``)
+    station_cpu: np.ndarray
+    cpu: np.ndarray
+    periods: np.ndarray
+    throttled: np.ndarray
+    host: np.ndarray | None
+    done: np.ndarray
+    rt: np.ndarray
+    trace: dict[str, Any] | None = None
+
+
+class Twin:
+    """A running twin of a closed n-tier system, advanced in steps. Between steps a caller
+    (a controller) may change a tier's replicas or quota, with effect from a time not before
+    the twin's: a replica started takes requests from then on (schedule it after its start-up
+    delay); a replica stopped takes no new request and finishes those it holds."""
+
+    def __init__(
+        self,
+        system: TwinSystem,
+        *,
+        users: int | Sequence[tuple[float, int]],
+        seed: int = 1,
+        window: float = 1.0,
+        trace: bool = False,
+        horizon: float = math.inf,
+    ):
+        self.system = system
+        self.window = float(window)
+        spec, self.layout = twin_spec(
+            system, users=users, window=window, trace=trace, horizon=horizon
+        )
+        self._sim = _native.Simulator(json.dumps(spec), int(seed), 0)
+        self._active = [min(t.replicas, system.most(i)) for i, t in enumerate(system.tiers)]
+
+    @property
+    def now(self) -> float:
+        return float(self._sim.now)
+
+    def replicas(self, tier: str) -> int:
+        """The tier's replicas once the changes asked for so far have taken effect."""
+        return self._active[self._index(tier)]
+
+    def _index(self, tier: str) -> int:
+        for i, t in enumerate(self.system.tiers):
+            if t.name == tier:
+                return i
+        raise ValueError(f"no tier {tier!r}")
+
+    def scale(self, tier: str, replicas: int, at: float) -> None:
+        """From time ``at`` the tier has ``replicas`` replicas (at most its ``max_replicas``)."""
+        t = self._index(tier)
+        most = self.system.most(t)
+        if not 1 <= replicas <= most:
+            raise ValueError(f"{tier}: {replicas} replicas, the twin has room for 1 to {most}")
+        stations = self.layout.replicas[t]
+        for r in range(most):
+            if (r < replicas) != (r < self._active[t]):
+                self._sim.set_active(float(at), stations[r], r < replicas)
+        self._active[t] = replicas
+
+    def set_quota(self, tier: str, cpu: float | None, at: float) -> None:
+        """From time ``at`` each replica of the tier has a quota of ``cpu`` cores (None: none)."""
+        t = self._index(tier)
+        budget = _budget(self.system.tiers[t], cpu, self.system.period)
+        for k in self.layout.replicas[t]:
+            self._sim.set_budget(float(at), k, budget)
+
+    def advance(self, until: float) -> Step:
+        """Runs the twin to time ``until``; what happened since the last step."""
+        start = self.now
+        out = self._sim.advance(float(until), MAX_EVENTS)
+        w = out["windows"]
+        n_w, M = len(w["t_start"]), len(self.layout.stations)
+
+        def per_station(key: str) -> np.ndarray:
+            return np.asarray(w.get(key, []), dtype=float).reshape(n_w, M)
+
+        def per_tier(a: np.ndarray) -> np.ndarray:
+            return np.stack([a[:, ks].sum(axis=1) for ks in self.layout.replicas], axis=1)
+
+        cpu = per_station("cpu")
+
+        host = None
+        if self.system.host_cores is not None:
+            host = np.asarray(w.get("host", []), dtype=float).reshape(n_w, 3)
+        return Step(
+            start=start,
+            end=self.now,
+            window=self.window,
+            t_start=np.asarray(w["t_start"], dtype=float),
+            station_cpu=cpu,
+            cpu=per_tier(cpu),
+            periods=per_tier(per_station("periods")),
+            throttled=per_tier(per_station("throttled")),
+            host=host,
+            done=np.asarray(out["samples"]["end"], dtype=float),
+            rt=np.asarray(out["samples"]["rt"], dtype=float),
+            trace=out.get("trace"),
+        )
 
 
 def simulate_closed(
@@ -358,20 +511,8 @@ def simulate_closed(
     whenever a replica may run). Warm-up and duration are rounded up to whole windows of the
     engine (``sample`` when traced, else at most 1 s).
     """
-    if host_cores is not None and not host_cores > 0:
-        raise ValueError(f"host_cores must be > 0, not {host_cores}")
-    if not host_background >= 0:
-        raise ValueError(f"host_background must be >= 0, not {host_background}")
-    if trace:
-        window = float(sample)
-    else:
-        window = warmup / math.ceil(warmup) if warmup > 0 else min(1.0, max(duration, 1e-3))
-    skip = math.ceil(warmup / window - 1e-9)
-    kept = max(math.ceil(duration / window - 1e-9), 1)
-    start, horizon = skip * window, (skip + kept) * window
-    spec, lay = twin_spec(
-        tiers,
-        users=users,
+    system = TwinSystem(
+        tiers=tiers,
         think_time=think_time,
         demand_means=demand_means,
         demand_samples=demand_samples,
@@ -382,35 +523,31 @@ def simulate_closed(
         stall_cycle=stall_cycle,
         think_dist=think_dist,
         period=period,
-        horizon=horizon,
-        window=window,
-        trace=trace,
         host_cores=host_cores,
         host_background=host_background,
     )
-    sim = _native.Simulator(json.dumps(spec), int(seed), 0)
-    out = sim.advance(horizon, MAX_EVENTS)
-    w = out["windows"]
-    n_w, M = len(w["t_start"]), len(lay.stations)
-    span = max((n_w - skip) * window, 1e-12)
-    cpu = np.asarray(w["cpu"], dtype=float).reshape(n_w, M)[skip:]
-    periods = np.asarray(w["periods"], dtype=float).reshape(n_w, M)[skip:]
-    throttles = np.asarray(w["throttled"], dtype=float).reshape(n_w, M)[skip:]
+    if trace:
+        window = float(sample)
+    else:
+        window = warmup / math.ceil(warmup) if warmup > 0 else min(1.0, max(duration, 1e-3))
+    skip = math.ceil(warmup / window - 1e-9)
+    kept = max(math.ceil(duration / window - 1e-9), 1)
+    start, horizon = skip * window, (skip + kept) * window
+    twin = Twin(system, users=users, seed=seed, window=window, trace=trace, horizon=horizon)
+    step = twin.advance(horizon)
+    span = max((len(step.t_start) - skip) * window, 1e-12)
     util, throttled = {}, {}
     for t, tier in enumerate(tiers):
-        ks = lay.replicas[t]
-        util[tier.name] = float(cpu[:, ks].sum()) / span
-        n_periods = float(periods[:, ks].sum())
+        util[tier.name] = float(step.cpu[skip:, t].sum()) / span
+        n_periods = float(step.periods[skip:, t].sum())
         if tier.quota is not None and n_periods:
-            throttled[tier.name] = float(throttles[:, ks].sum()) / n_periods
-    end = np.asarray(out["samples"]["end"], dtype=float)
-    rts = np.asarray(out["samples"]["rt"], dtype=float)[(end >= start) & (end <= horizon)]
+            throttled[tier.name] = float(step.throttled[skip:, t].sum()) / n_periods
+    rts = step.rt[(step.done >= start) & (step.done <= horizon)]
     host_share = host_busy = None
-    if host_cores is not None:
-        host = np.asarray(w["host"], dtype=float).reshape(n_w, 3)[skip:].sum(axis=0)
+    if step.host is not None:
+        host = step.host[skip:].sum(axis=0)
         host_share = float(host[1] / host[0]) if host[0] > 0 else 1.0
         host_busy = float((host[1] + host[2]) / span)
-    rec = _trace(out, lay, window, cpu_all=w) if trace else None
     return SimOutcome(
         users=users,
         throughput=len(rts) / span,
@@ -418,19 +555,18 @@ def simulate_closed(
         utilization=util,
         simulated=span,
         throttled=throttled,
-        trace=rec,
+        trace=_trace(step, twin.layout) if trace else None,
         host_share=host_share,
         host_busy=host_busy,
     )
 
 
-def _trace(out: dict[str, Any], lay: _Layout, window: float, *, cpu_all: dict) -> SimTrace:
+def _trace(step: Step, lay: _Layout) -> SimTrace:
     """The engine's trace as requests, visits at replicas and CPU samples."""
-    tr = out["trace"]
+    tr = step.trace or {}
     where = lay.tier_of()
     rec = SimTrace()
-    station = tr["station"]
-    for i, k in enumerate(station):
+    for i, k in enumerate(tr.get("station", [])):
         if tr["status"][i] != "ok":
             continue
         if k == -1:
@@ -441,12 +577,19 @@ def _trace(out: dict[str, Any], lay: _Layout, window: float, *, cpu_all: dict) -
                 (int(tr["request_id"][i]), t, r, tr["arrival"][i], tr["departure"][i],
                  tr["class"][i] > 0)
             )  # fmt: skip
-    n_w, M = len(cpu_all["t_start"]), len(lay.stations)
-    cpu = np.asarray(cpu_all["cpu"], dtype=float).reshape(n_w, M)
-    for wi, t0 in enumerate(cpu_all["t_start"]):
+    for wi, t0 in enumerate(step.t_start):
         for k, (t, r) in where.items():
-            rec.cpu.append((t, r, t0 + window, float(cpu[wi, k]) / window))
+            rec.cpu.append((t, r, t0 + step.window, float(step.station_cpu[wi, k]) / step.window))
     return rec
 
 
-__all__ = ["SimOutcome", "SimTier", "SimTrace", "simulate_closed", "twin_spec"]
+__all__ = [
+    "SimOutcome",
+    "SimTier",
+    "SimTrace",
+    "Step",
+    "Twin",
+    "TwinSystem",
+    "simulate_closed",
+    "twin_spec",
+]

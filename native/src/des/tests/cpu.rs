@@ -406,3 +406,36 @@ fn a_quota_changed_mid_run_serves_the_new_share() {
         "{e}"
     );
 }
+
+#[test]
+fn an_each_balance_station_sends_a_job_to_every_active_member_in_turn() {
+    // One job; each request visits the active members (10 ms each) one after the other.
+    let member =
+        |name: &str, active: bool| json!({"name": name, "kind": "queue", "active": active});
+    let spec = json!({
+        "stations": [{"name": "think", "kind": "delay"},
+                     {"name": "all", "kind": "balance", "members": [2, 3, 4], "policy": "each"},
+                     member("m0", true), member("m1", false), member("m2", true)],
+        "classes": [{"name": "w", "open": false, "population": 1, "reference": 0}],
+        "service": [[det(1.0), null, det(0.01), det(0.01), det(0.01)]],
+        "routing": [{"from": [0, 0], "to": [[0, 1, 1.0]]}, {"from": [0, 1], "to": [[0, 0, 1.0]]},
+                    {"from": [0, 2], "to": [[0, 1, 1.0]]}, {"from": [0, 3], "to": [[0, 1, 1.0]]},
+                    {"from": [0, 4], "to": [[0, 1, 1.0]]}],
+        "capacity_schedule": [{"time": 50.5, "station": 3, "active": true}],
+        "rt_samples": true,
+        "window": 100.0,
+    });
+    let mut sim = Simulation::new(&spec.to_string(), 1, 0).expect("valid spec");
+    let out = sim.advance(100.0, u64::MAX);
+    let s = out.samples.expect("samples on");
+    for (end, rt) in s.end.iter().zip(&s.rt) {
+        let want = if *end < 50.5 { 0.02 } else { 0.03 };
+        assert!((rt - want).abs() < 1e-9, "request ending at {end}: {rt}");
+    }
+    assert!(s.rt.len() > 90, "{} requests", s.rt.len());
+    let visits = |k: usize| out.windows.completions[k];
+    assert_eq!(
+        (visits(2), visits(4)),
+        (s.rt.len() as f64, s.rt.len() as f64)
+    );
+}
