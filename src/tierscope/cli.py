@@ -1015,6 +1015,43 @@ def plan(
 
 
 @app.command()
+def control(
+    spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="Experiment spec (YAML).")],
+    policy: Annotated[
+        str,
+        typer.Option(help="static|static-peak|static-mean|threshold|iae|model, or all of them."),
+    ],
+    trace: Annotated[
+        str,
+        typer.Option(
+            metavar="TRACE",
+            help="time,load CSV file, or diurnal|step|spike|flash[:key=value,...].",
+        ),
+    ],
+    twin: Annotated[
+        Path | None,
+        typer.Option(metavar="RUN_DIR", help="Run folder of the system to calibrate the twin."),
+    ] = None,
+    slo: Annotated[str, typer.Option(help='Objective(s), e.g. "p95<0.5".')] = "p95<0.5",
+    interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 30.0,
+    startup: Annotated[float, typer.Option(help="Seconds before an added replica serves.")] = 30.0,
+    max_replicas: Annotated[int, typer.Option(help="Most replicas of each component.")] = 4,
+    overrides: OverridesOpt = None,
+    seed: SeedOpt = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """A controller against a workload trace on the twin: SLA satisfaction and node-hours."""
+    from tierscope.plan import _terminal
+
+    with _progress_bars(as_json):
+        doc = workflows.control_run(
+            spec_file, policy, trace, twin=twin, slo=slo, interval=interval, startup=startup,
+            max_replicas=max_replicas, overrides=overrides or [], seed=seed,
+        )  # fmt: skip
+    _emit(doc, as_json, lambda d: _terminal.control(d, spec_file.name))
+
+
+@app.command()
 def corpus(
     spec_file: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="Corpus spec (YAML).")],
     setups: Annotated[int, typer.Option("--setups", min=1, help="Number of setups.")] = 20,

@@ -638,6 +638,100 @@ def plan_run(
     return plan_document(model, plans, objectives, price_book, margin, demand_margin)
 
 
+# ---- elastic control ---------------------------------------------------------------------------
+def control_run(
+    spec_file: PathLike,
+    policy: str,
+    trace: str,
+    *,
+    twin: PathLike | None,
+    slo: str = "p95<0.5",
+    interval: float = 30.0,
+    startup: float = 30.0,
+    max_replicas: int = 4,
+    overrides: Sequence[str] = (),
+    seed: int = 1,
+) -> dict[str, Any]:
+    """A controller (or ``all`` of them) over a workload trace on the twin of the system of
+    ``spec_file``, calibrated from the run folder ``twin``: SLA satisfaction, node-hours,
+    reconfigurations, time under-provisioned and the intervals."""
+    from tierscope.plan import fit_model, parse_slo
+    from tierscope.plan.control import (
+        IAE,
+        POLICIES,
+        Bounds,
+        ModelPolicy,
+        Static,
+        Threshold,
+        cheapest,
+        control_twin,
+        model_meets,
+    )
+    from tierscope.spec.experiment import load_experiment
+    from tierscope.spec.trace import read_trace
+
+    if policy not in (*POLICIES, "all"):
+        raise InputError("--policy", policy, "one of " + ", ".join((*POLICIES, "all")))
+    for name, value, ok in (("--interval", interval, interval > 0),
+                            ("--startup", startup, startup >= 0),
+                            ("--max-replicas", max_replicas, max_replicas >= 1)):  # fmt: skip
+        if not ok:
+            raise InputError(name, value, "a number > 0 (>= 0 for --startup, >= 1 replicas)")
+    objectives = parse_slo(slo)
+    load = read_trace(trace)
+    spec, _ = load_experiment(spec_file, list(overrides))
+    if twin is None:
+        raise InputError("--twin", None, "a run folder of this system to calibrate the twin from "
+                         "(control of the live system is not available yet)")  # fmt: skip
+    model, _, _ = fit_model(read_run_dir(twin), seed=seed)
+    initial = {c: spec.system.replicas.get(c, 0) for c in model.names}
+    missing = [c for c, n in initial.items() if n < 1]
+    if missing:
+        raise InputError("system", missing[0], f"the components of the run {twin}: "
+                         + ", ".join(model.names), source=str(spec_file))  # fmt: skip
+    most = {c: max(max_replicas, initial[c]) for c in model.names}
+    bounds = Bounds({c: 1 for c in model.names}, most)
+    meets = model_meets(model, objectives, seed=seed)
+    sized: dict[str, dict[str, int] | None] = {}
+
+    def size(at: float) -> dict[str, int]:
+        """The cheapest configuration meeting the SLO at ``at`` users (the largest if none)."""
+        if at not in sized:
+            sized[at] = cheapest(bounds, lambda c: meets(c, at))
+        return sized[at] or dict(most)
+
+    def controller(name: str) -> Any:
+        if name == "static":
+            return Static(initial)
+        if name == "static-peak":
+            return Static(size(load.peak), name=name)
+        if name == "static-mean":
+            return Static(size(load.mean()), name=name)
+        if name == "threshold":
+            return Threshold(bounds)
+        if name == "iae":
+            return IAE(bounds)
+        return ModelPolicy(bounds, meets)
+
+    docs = []
+    for name in POLICIES if policy == "all" else (policy,):
+        ctl = controller(name)
+        start = ctl.config if isinstance(ctl, Static) else initial
+        result = control_twin(model, load, ctl, objectives=objectives, initial=dict(start),
+                              most=most, interval=interval, startup=startup, seed=seed)  # fmt: skip
+        docs.append(result.to_dict())
+    common = {
+        "trace": {"source": load.source, "duration_s": load.end, "mean": load.mean(),
+                  "peak": load.peak},
+        "twin": str(twin),
+        "interval_s": interval,
+        "startup_s": startup,
+        "bounds": {"low": bounds.low, "high": bounds.high},
+        "sized": {"peak": size(load.peak), "mean": size(load.mean())},
+    }  # fmt: skip
+    return docs[0] | common if policy != "all" else {"policies": docs} | common
+
+
 # ---- learning: corpus, learn, classify --------------------------------------------------------
 def corpus_run(
     spec_file: PathLike, setups: int = 20, out_dir: PathLike = "corpus", *, twin: bool = False

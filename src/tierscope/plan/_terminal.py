@@ -279,3 +279,27 @@ def cassandra_calibration(doc: dict[str, Any], title: str) -> RenderableType:
         for name, s in doc["summary"]["setups"].items()
     ]
     return Group(head, table, *lines, *_notes(doc))
+
+
+def control(doc: dict[str, Any], title: str) -> RenderableType:
+    """One controller's intervals, or every controller's totals side by side."""
+    runs = doc.get("policies", [doc])
+    summary = Table(title=f"{title} — {doc['trace']['source']}, SLO {runs[0]['slo']}",
+                    title_justify="left")  # fmt: skip
+    for col in ("policy", "SLA met", "node-hours", "changes", "under [s]"):
+        summary.add_column(col, justify="left" if col == "policy" else "right")
+    for r in runs:
+        summary.add_row(r["policy"], f"{r['sla_satisfaction']:.1%}", f"{r['node_hours']:.3f}",
+                        str(r["reconfigurations"]), f"{r['under_provisioned_s']:.0f}")  # fmt: skip
+    if "policies" in doc:
+        return summary
+    table = Table(title="intervals", title_justify="left")
+    for col in ("t [s]", "load", "replicas", "serving", "SLA met", "X [1/s]"):
+        table.add_column(col, justify="right")
+    for row in doc["intervals"]:
+        table.add_row(
+            f"{row['t']:.0f}", fmt(row["load"], 3), "/".join(map(str, row["config"].values())),
+            "/".join(map(str, row["running"].values())), f"{row['sla']:.1%}",
+            fmt(row["throughput"], 3),
+        )  # fmt: skip
+    return Group(summary, table)
