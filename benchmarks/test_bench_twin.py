@@ -3,8 +3,8 @@
 1. **Speed.** A three-tier model under CPU quotas (60 users thinking 0.5 s; web 1 ms, no quota;
    two app replicas at 0.5 core, 8 ms; db at 0.8 core, 10 ms; one process per replica serving
    first come first served, exponential demands): simulated requests per second of wall time of
-   the twin, of the Python quota simulation it replaced (``benchmarks/quota_sim_anchor.py``, the
-   code tierscope ran before, kept here as the anchor) and of SimPy 4 written the usual way
+   the twin, of the Python quota simulation it replaces (``tierscope.domains._quota_sim``, what
+   ``predict`` runs until the twin takes over) and of SimPy 4 written the usual way
    (a ``simpy.Resource`` per replica, the budget spent in chunks and refilled by a process per
    replica). Target: the twin >= 20x the Python simulation. Sanity: the three throughputs agree
    within 3 %.
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks import quota_sim_anchor as anchor
 from benchmarks.harness import Timing, print_table
+from tierscope.domains import _quota_sim as anchor
 from tierscope.sim import twin
 
 Recorder = Callable[[str, Mapping[str, Any]], Path]

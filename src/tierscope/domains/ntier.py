@@ -231,7 +231,7 @@ class NTierModel:
         multipliers are the cores it serves with j jobs (min(j, processes), capped by its quota
         less its background), so ``service`` is CPU seconds. Outside delays are a delay station
         ``outside``. A quota is read as a slower processor here (exact for throughput, pessimistic
-        for response times below saturation: see :mod:`tierscope.sim.twin`).
+        for response times below saturation: see :mod:`tierscope.domains._quota_sim`).
 
         The host's cores shared with other processes (``host``) are left out: a tier's speed
         would depend on how many tasks the *other* tiers and processes run, which no product-form
@@ -477,7 +477,7 @@ def _predict_sim(
 ) -> Prediction:
     import numpy as np
 
-    from tierscope.sim.twin import SimTier, simulate_closed
+    from tierscope.domains._quota_sim import SimTier, simulate_closed
 
     tiers, kwargs = twin_arguments(model, users)
     out = simulate_closed(

@@ -1,7 +1,8 @@
-"""The Python quota simulation tierscope ran before the native twin replaced it (the anchor of
-``benchmarks/test_bench_twin.py``; tierscope itself runs ``tierscope.sim.twin``).
+"""Discrete-event simulation of a closed n-tier system whose replicas run under CPU quotas.
 
-Discrete-event simulation of a closed n-tier system whose replicas run under CPU quotas.
+``predict`` runs this simulation until the real-system tests have been soaked on the native
+twin (``tierscope.sim.twin``), which does the same 48x faster (``benchmarks/test_bench_twin.py``);
+then this module goes.
 
 Why a dedicated simulator: a Linux CFS quota is not a slower processor. A replica with a quota
 of q cores runs at full speed (up to one core per process) until it has used q x 100 ms of CPU
