@@ -55,9 +55,10 @@ import heapq
 import itertools
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
+
+from tierscope.sim.twin import SimOutcome, SimTier, SimTrace
 
 _INF = math.inf
 _EPS = 1e-12
@@ -224,61 +225,6 @@ class _Replica:
                     self.queue.append(entry)
                 return None
         return None
-
-
-@dataclass
-class SimTier:
-    """One tier as the simulator needs it."""
-
-    name: str
-    replicas: int
-    cap: float  # processes per replica: cores usable at once
-    quota: float | None  # cores per replica
-    background: float = 0.0  # cores per replica used regardless of requests
-    write_all: bool = False  # writes run at every replica (the replicated last tier)
-    quantum: float | None = None  # round-robin time slice (None: processor sharing)
-    carry: float = 0.0  # unused budget (CPU seconds) a replica keeps into the next period
-    tick: float | None = None  # the kernel's tick (None: a quota is enforced to the instant)
-    contention: float = 0.0  # CPU per request grows by this fraction per other request present
-    contention_upto: float = 1.0  # ... up to this many requests present
-
-
-@dataclass
-class SimTrace:
-    """What a traced simulation recorded (times from the start of the simulation).
-
-    ``requests``: (request, start, end); ``visits``: (request, tier, replica, start, end,
-    write), one per stay at a replica (``write``: a write run at every replica); ``cpu``:
-    (tier, replica, t, cores) — the cores used over the ``sample`` seconds up to t.
-    """
-
-    requests: list[tuple[int, float, float]] = field(default_factory=list)
-    visits: list[tuple[int, int, int, float, float, bool]] = field(default_factory=list)
-    cpu: list[tuple[int, int, float, float]] = field(default_factory=list)
-
-
-@dataclass
-class SimOutcome:
-    users: int
-    throughput: float
-    response_times: np.ndarray
-    utilization: dict[str, float]  # busy cores per tier (requests only)
-    simulated: float
-    #: per tier with a quota: throttled periods / periods in which it ran (the kernel's
-    #: nr_throttled / nr_periods), over all its replicas
-    throttled: dict[str, float] = field(default_factory=dict)
-    trace: SimTrace | None = None
-    #: with a host: the mean share of a core a running task got (1: never short of cores)
-    host_share: float | None = None
-    #: with a host: cores busy on it on average (the replicas' and the other processes')
-    host_busy: float | None = None
-
-    @property
-    def rt_mean(self) -> float:
-        return float(self.response_times.mean()) if self.response_times.size else math.nan
-
-    def rt_quantile(self, q: float) -> float:
-        return float(np.quantile(self.response_times, q)) if self.response_times.size else math.nan
 
 
 def simulate_closed(

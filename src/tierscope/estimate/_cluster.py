@@ -32,7 +32,7 @@ from tierscope.estimate._run import (
     _steady,
     class_rates,
     cpu_intervals,
-    failed_note,
+    measured,
     point_windows,
     window_busy,
 )
@@ -109,23 +109,10 @@ def cluster_observations(
     queue, qpop = None, None
     if population is not None:
         queue, qpop = pool_states(metrics, points, nodes)
-    return Observations(
-        classes=classes,
-        stations=stations,
-        throughput=X,
-        servers=servers,
-        utilization=busy / servers[None, :],
-        response_time=R,
-        window=b - a,
-        population=population,
-        think_time=None,
-        queue=queue,
-        queue_population=qpop,
-        records=records,
-        source=source,
-        unit="cpu_s",
-        notes=failed_note(points),
-    )
+    return measured(
+        classes, stations, X, R, servers, busy, b - a, population, (queue, qpop), records, source,
+        points,
+    )  # fmt: skip
 
 
 def pool_states(

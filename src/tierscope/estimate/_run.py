@@ -106,18 +106,41 @@ def _from_experiment(
     queue, qpop = None, None
     if population is not None:
         queue, qpop = _queue_samples(segments, points, tiers, sample)
+    return measured(
+        classes, tiers, X, R, servers, busy, b - a, population, (queue, qpop), records, source,
+        points,
+    )  # fmt: skip
+
+
+def measured(
+    classes: tuple[str, ...],
+    stations: tuple[str, ...],
+    throughput: np.ndarray,
+    response_time: np.ndarray,
+    servers: np.ndarray,
+    busy: np.ndarray,
+    window: np.ndarray,
+    population: np.ndarray | None,
+    queue: tuple[np.ndarray | None, np.ndarray | None],
+    records: RequestRecords,
+    source: str,
+    points: pl.DataFrame,
+) -> Observations:
+    """The observations of a measured run: CPU seconds per request at ``stations`` with
+    ``servers`` cores each, busy ``busy`` cores in each steady window (of ``window`` s), the
+    queue samples and their populations (``queue``), the request records."""
     return Observations(
         classes=classes,
-        stations=tiers,
-        throughput=X,
+        stations=stations,
+        throughput=throughput,
         servers=servers,
         utilization=busy / servers[None, :],
-        response_time=R,
-        window=b - a,
+        response_time=response_time,
+        window=window,
         population=population,
         think_time=None,
-        queue=queue,
-        queue_population=qpop,
+        queue=queue[0],
+        queue_population=queue[1],
         records=records,
         source=source,
         unit="cpu_s",
