@@ -48,6 +48,12 @@ struct Job {
     arrival: f64,
     /// First time in service at the current station; NaN before.
     start: f64,
+}
+
+/// What only some models need of a job, kept beside the slab (not in [`Job`], which stays
+/// one cache line).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tags {
     /// The current request's row of the demand table.
     row: u32,
     /// At an `each` balance station: the member after the one visited last.
@@ -132,10 +138,26 @@ impl Host {
 #[derive(Debug)]
 pub struct Simulation(Engine);
 
+/// The event engine comes in two builds: models with CPU stations, round
+/// robin, balance stations, demand tables, a host, capacity changes or
+/// response-time samples take the one whose checks for them are compiled in;
+/// the others pay nothing for them.
 #[derive(Debug)]
 enum Engine {
-    Events(Box<EventSim>),
+    Events(Box<EventSim<false>>),
+    Special(Box<EventSim<true>>),
     Markov(Box<MarkovSim>),
+}
+
+/// Runs `$body` with `$s` bound to whichever engine runs the simulation.
+macro_rules! each_engine {
+    ($engine:expr, $s:ident => $body:expr) => {
+        match $engine {
+            Engine::Events($s) => $body,
+            Engine::Special($s) => $body,
+            Engine::Markov($s) => $body,
+        }
+    };
 }
 
 impl Simulation {
@@ -144,6 +166,8 @@ impl Simulation {
         let model = Model::from_json(spec_json)?;
         Ok(Simulation(if MarkovSim::applies(&model) {
             Engine::Markov(Box::new(MarkovSim::new(model, seed, replication)))
+        } else if model.special() {
+            Engine::Special(Box::new(EventSim::new(model, seed, replication)))
         } else {
             Engine::Events(Box::new(EventSim::new(model, seed, replication)))
         }))
@@ -156,18 +180,12 @@ impl Simulation {
 
     /// Simulated time.
     pub fn now(&self) -> f64 {
-        match &self.0 {
-            Engine::Events(s) => s.now,
-            Engine::Markov(s) => s.now(),
-        }
+        each_engine!(&self.0, s => s.now())
     }
 
     /// Events processed so far.
     pub fn events(&self) -> u64 {
-        match &self.0 {
-            Engine::Events(s) => s.events,
-            Engine::Markov(s) => s.events(),
-        }
+        each_engine!(&self.0, s => s.events())
     }
 
     /// Schedules a capacity change (a replica started or stopped, a quota
@@ -175,6 +193,7 @@ impl Simulation {
     pub fn schedule_change(&mut self, change: CapacityChange) -> Result<()> {
         match &mut self.0 {
             Engine::Events(s) => s.schedule_change(change),
+            Engine::Special(s) => s.schedule_change(change),
             Engine::Markov(_) => Err(bad(
                 "change",
                 "capacity changes need the event engine (a model with balance or cpu \
@@ -187,16 +206,13 @@ impl Simulation {
     /// for later, as in SimPy) or until `max_events` more events, whichever
     /// comes first, and hands over the windows completed meanwhile.
     pub fn advance(&mut self, until: f64, max_events: u64) -> Advance {
-        match &mut self.0 {
-            Engine::Events(s) => s.advance(until, max_events),
-            Engine::Markov(s) => s.advance(until, max_events),
-        }
+        each_engine!(&mut self.0, s => s.advance(until, max_events))
     }
 }
 
 /// The event engine: one replication of any model.
 #[derive(Debug)]
-struct EventSim {
+struct EventSim<const X: bool> {
     model: Model,
     m: usize,
     now: f64,
@@ -241,6 +257,8 @@ struct EventSim {
 
     /// Quota leaf of each CPU station on the event list (`NONE`: no CPU).
     quota_leaf: Vec<u32>,
+    /// The CPU stations, by quota leaf.
+    cpu_stations: Vec<usize>,
     /// Capacity changes scheduled so far (events name them by index).
     changes: Vec<CapacityChange>,
     /// Whether windows carry CPU sums (some station has a CPU).
@@ -250,15 +268,28 @@ struct EventSim {
     turn: Vec<u32>,
     row_rng: Rng,
     n_rows: u32,
+    /// Whether jobs carry [`Tags`] (a demand table or an `each` balance station).
+    tagged: bool,
+    tags: Vec<Tags>,
+    /// Whether any station has a CPU (and so a quota leaf).
+    cpus: bool,
     samples: Option<Samples>,
 
     rec: Recorder,
     trace: Option<Trace>,
 }
 
-impl EventSim {
+impl<const X: bool> EventSim<X> {
+    fn now(&self) -> f64 {
+        self.now
+    }
+
+    fn events(&self) -> u64 {
+        self.events
+    }
+
     /// Places closed populations at their reference stations at t = 0.
-    fn new(model: Model, seed: u64, replication: u64) -> EventSim {
+    fn new(model: Model, seed: u64, replication: u64) -> EventSim<X> {
         let (nc, m) = (model.n_classes(), model.n_stations());
         let streams = |p: Purpose| -> Vec<Rng> {
             (0..nc * m)
@@ -315,7 +346,8 @@ impl EventSim {
             m,
             now: 0.0,
             events: 0,
-            ev: EventList::with_quotas(m, nc, quotas),
+            ev: EventList::with_quotas(m, nc, quotas.len()),
+            cpu_stations: quotas.iter().map(|&k| k as usize).collect(),
             st,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
@@ -348,6 +380,13 @@ impl EventSim {
             turn: vec![0; m],
             row_rng: Rng::stream(seed, replication, stream_id(Purpose::Rows, 0, 0)),
             n_rows: (model.rows.len() / model.row_width.max(1)).min(u32::MAX as usize) as u32,
+            tagged: !model.rows.is_empty()
+                || model
+                    .stations
+                    .iter()
+                    .any(|s| s.kind == Kind::Balance && s.policy == Policy::Each),
+            tags: Vec::new(),
+            cpus: model.stations.iter().any(|s| s.cpu.is_some()),
             samples: model.rt_samples.then(Samples::default),
             rec: Recorder::new(nc, m, model.window),
             trace: model.trace.then(Trace::default),
@@ -424,7 +463,7 @@ impl EventSim {
             self.now = e.time;
             self.dispatch(e.kind);
             self.drain();
-            if self.host.is_some() {
+            if X && self.host.is_some() {
                 self.rebalance();
             }
             done += 1;
@@ -458,7 +497,7 @@ impl EventSim {
             EventKind::Population { schedule, step } => {
                 self.on_population(schedule as usize, step as usize)
             }
-            EventKind::QuotaOut { station } => self.on_quota_out(station as usize),
+            EventKind::QuotaOut { index } => self.on_quota_out(self.cpu_stations[index as usize]),
             EventKind::Refill { station } => self.on_refill(station as usize),
             EventKind::Capacity { index } => self.on_capacity(index as usize),
         }
@@ -528,7 +567,7 @@ impl EventSim {
     // ----- jobs -----------------------------------------------------------
 
     fn alloc(&mut self, job: Job) -> u32 {
-        match self.free_jobs.pop() {
+        let j = match self.free_jobs.pop() {
             Some(j) => {
                 self.jobs[j as usize] = job;
                 j
@@ -537,7 +576,12 @@ impl EventSim {
                 self.jobs.push(job);
                 (self.jobs.len() - 1) as u32
             }
+        };
+        if X && self.tagged {
+            self.tags.resize(self.jobs.len(), Tags::default());
+            self.tags[j as usize] = Tags::default();
         }
+        j
     }
 
     fn new_job(&mut self, class: usize, sys_start: f64) -> u32 {
@@ -555,16 +599,14 @@ impl EventSim {
             sys_start,
             arrival: self.now,
             start: f64::NAN,
-            row: 0,
-            cursor: 0,
         })
     }
 
     /// A new request of job `j` starts: its row of the demand table.
     #[inline(always)]
     fn draw_row(&mut self, j: u32) {
-        if self.n_rows > 0 {
-            self.jobs[j as usize].row = self.row_rng.below(self.n_rows);
+        if X && self.n_rows > 0 {
+            self.tags[j as usize].row = self.row_rng.below(self.n_rows);
         }
     }
 
@@ -711,7 +753,7 @@ impl EventSim {
         }
         let st = &mut self.st[k];
         st.touch(self.now);
-        st.speed = speed;
+        st.set_speed(speed);
         st.refresh();
         self.reschedule(k);
     }
@@ -731,6 +773,18 @@ impl EventSim {
             }
         } else {
             self.to_retire[c] += current - target;
+        }
+    }
+
+    /// When station `k`'s budget runs out, on the event list.
+    #[cold]
+    fn reschedule_quota(&mut self, k: usize) {
+        let q = self.quota_leaf[k];
+        if q != NONE {
+            match self.st[k].quota_out(self.now) {
+                Some(t) => self.ev.set_quota_out(q, t),
+                None => self.ev.cancel_quota_out(q),
+            }
         }
     }
 
@@ -854,17 +908,16 @@ impl EventSim {
         let any = spec.members.iter().any(|&b| st[b].active);
         let open = |b: &&usize| !any || st[**b].active;
         if spec.policy == Policy::Each {
-            let from = self.jobs[j as usize].cursor as usize;
+            let from = self.tags[j as usize].cursor as usize;
             let next = spec.members[from..].iter().position(|b| open(&b));
             let next = next.map(|i| (from + i, spec.members[from + i]));
-            let job = &mut self.jobs[j as usize];
             let Some((i, b)) = next else {
                 // Every member visited: on by this station's row.
-                job.cursor = 0;
-                let c = job.class as usize;
+                self.tags[j as usize].cursor = 0;
+                let c = self.jobs[j as usize].class as usize;
                 return self.depart_instant(j, c, k);
             };
-            job.cursor = (i + 1) as u32;
+            self.tags[j as usize].cursor = (i + 1) as u32;
             return self.arrive(j, b);
         }
         let pick = match spec.policy {
@@ -904,7 +957,7 @@ impl EventSim {
         if status == Status::Ok {
             let h = home as usize;
             let rt = self.now - start;
-            if let Some(s) = &mut self.samples {
+            if let Some(s) = self.samples.as_mut().filter(|_| X) {
                 s.class.push(home);
                 s.end.push(self.now);
                 s.rt.push(rt);
@@ -935,7 +988,7 @@ impl EventSim {
         if self.pass[i] {
             return self.pass_through(j, k);
         }
-        if self.n_rows > 0 && self.row_work(j, i) == Some(0.0) {
+        if X && self.n_rows > 0 && self.row_work(j, i) == Some(0.0) {
             // No demand here in this request's row: the station is not visited.
             return self.depart_instant(j, i / self.m, k);
         }
@@ -998,7 +1051,7 @@ impl EventSim {
     fn row_work(&self, j: u32, i: usize) -> Option<f64> {
         match self.model.service[i] {
             Some(Dist::Row { column }) => {
-                let row = self.jobs[j as usize].row as usize;
+                let row = self.tags[j as usize].row as usize;
                 Some(self.model.rows[row * self.model.row_width + column as usize])
             }
             _ => None,
@@ -1012,18 +1065,22 @@ impl EventSim {
         if job.start.is_nan() {
             job.start = self.now;
         }
-        let (class, row) = (job.class, job.row as usize);
+        let class = job.class;
         // A race draws its completions itself; elsewhere validation
         // guarantees a law wherever a class can be served.
         let work = if self.st[k].is_race() {
             0.0
         } else {
-            match &self.model.service[i] {
-                Some(Dist::Row { column }) => {
-                    self.model.rows[row * self.model.row_width + *column as usize]
-                }
-                Some(d) => d.sample(&mut self.svc_rng[i]),
-                None => 0.0,
+            let row = if X && self.n_rows > 0 {
+                self.row_work(j, i)
+            } else {
+                None
+            };
+            match row {
+                Some(w) => w,
+                None => self.model.service[i]
+                    .as_ref()
+                    .map_or(0.0, |d| d.sample(&mut self.svc_rng[i])),
             }
         };
         self.st[k].start(j, class, work);
@@ -1036,12 +1093,8 @@ impl EventSim {
             Resched::At(t) => self.ev.set_departure(k as u32, t),
             Resched::Cancel => self.ev.cancel_departure(k as u32),
         }
-        let q = self.quota_leaf[k];
-        if q != NONE {
-            match self.st[k].quota_out(self.now) {
-                Some(t) => self.ev.set_quota_out(q, t),
-                None => self.ev.cancel_quota_out(q),
-            }
+        if X && self.cpus {
+            self.reschedule_quota(k);
         }
     }
 
@@ -1287,6 +1340,12 @@ impl EventSim {
                 start: f64::NAN,
                 ..job
             });
+            if X && self.tagged {
+                self.tags[task as usize] = Tags {
+                    cursor: 0,
+                    ..self.tags[j as usize]
+                };
+            }
             self.pending.push_back(Pending::Arrive {
                 job: task,
                 station: tk,

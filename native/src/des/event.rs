@@ -48,8 +48,9 @@ pub enum EventKind {
     Perturb { index: u32, begin: bool },
     /// Step `step` of population schedule `schedule`.
     Population { schedule: u32, step: u32 },
-    /// A station with a CPU quota has spent its budget.
-    QuotaOut { station: u32 },
+    /// CPU station number `index` (in the order given to
+    /// [`EventList::with_quotas`]) has spent its budget.
+    QuotaOut { index: u32 },
     /// A CPU period of a station with a quota ends: its budget is refilled.
     Refill { station: u32 },
     /// Capacity change number `index` (see `EventSim::changes`).
@@ -99,13 +100,13 @@ pub struct EventList {
     /// Node `i` holds the key and leaf of the earliest event in its subtree
     /// (root 1; node `width + l` is leaf `l`). Leaves `0..S` are station
     /// departures, `S..S+C` class arrivals, `S+C` the rare heap's top, and
-    /// `S+C+1+q` the budget running out at quota station `quota[q]`.
+    /// `S+C+1+q` the budget running out at CPU station number `q`.
     key: Vec<u128>,
     leaf: Vec<u32>,
     width: usize,
     rare: BinaryHeap<Reverse<Rare>>,
-    /// The stations with a quota, by quota leaf.
-    quota: Vec<u32>,
+    /// CPU stations (leaves after the rare heap's).
+    quotas: u32,
     /// A popped departure or arrival whose leaf is not yet emptied.
     popped: u32,
     next_seq: u64,
@@ -120,13 +121,13 @@ impl Default for EventList {
 impl EventList {
     /// An empty list for a model with `stations` stations and `classes` classes.
     pub fn new(stations: usize, classes: usize) -> Self {
-        Self::with_quotas(stations, classes, Vec::new())
+        Self::with_quotas(stations, classes, 0)
     }
 
-    /// An empty list that also keeps when each of the `quota` stations
+    /// An empty list that also keeps when each of `quotas` CPU stations
     /// spends its budget ([`EventList::set_quota_out`]).
-    pub fn with_quotas(stations: usize, classes: usize, quota: Vec<u32>) -> Self {
-        let width = (stations + classes + 1 + quota.len()).next_power_of_two();
+    pub fn with_quotas(stations: usize, classes: usize, quotas: usize) -> Self {
+        let width = (stations + classes + 1 + quotas).next_power_of_two();
         let mut leaf = vec![0u32; 2 * width];
         for l in 0..width {
             leaf[width + l] = l as u32;
@@ -141,7 +142,7 @@ impl EventList {
             leaf,
             width,
             rare: BinaryHeap::new(),
-            quota,
+            quotas: quotas as u32,
             popped: NO_LEAF,
             next_seq: 0,
         }
@@ -150,7 +151,7 @@ impl EventList {
     /// Pending events.
     pub fn len(&self) -> usize {
         let sources = self.stations + self.classes;
-        let leaves = (0..sources).chain((0..self.quota.len() as u32).map(|q| sources + 1 + q));
+        let leaves = (0..sources).chain((0..self.quotas).map(|q| sources + 1 + q));
         let live = leaves
             .filter(|&l| self.key[self.width + l as usize] != NEVER && self.popped != l)
             .count();
@@ -267,8 +268,7 @@ impl EventList {
         self.set(self.stations + class, key(time, seq));
     }
 
-    /// Sets when quota station number `q` (its index in the list given to
-    /// [`EventList::with_quotas`]) spends its budget.
+    /// Sets when CPU station number `q` spends its budget.
     #[inline]
     pub fn set_quota_out(&mut self, q: u32, time: f64) {
         let seq = self.take_seq();
@@ -302,7 +302,7 @@ impl EventList {
             self.rare.peek()?.0 .0.kind
         } else {
             EventKind::QuotaOut {
-                station: self.quota[(leaf - self.rare_leaf() - 1) as usize],
+                index: leaf - self.rare_leaf() - 1,
             }
         };
         Some(Event {

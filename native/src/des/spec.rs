@@ -256,6 +256,19 @@ impl Model {
         self.classes.len()
     }
 
+    /// Whether the model uses what only the event engine's special build
+    /// runs (CPU stations, round robin, balance stations, a demand table, a
+    /// host, capacity changes, response-time samples).
+    pub fn special(&self) -> bool {
+        self.stations
+            .iter()
+            .any(|s| s.cpu.is_some() || s.discipline == Discipline::Rr || s.kind == Kind::Balance)
+            || !self.rows.is_empty()
+            || self.host.is_some()
+            || !self.capacity_schedule.is_empty()
+            || self.rt_samples
+    }
+
     /// The station an external arrival of class `c` enters (`rng` is drawn
     /// from only when there is a choice).
     pub fn entry_station(&self, c: usize, rng: &mut Rng) -> usize {

@@ -104,6 +104,11 @@ pub struct Cpu {
     pub host: bool,
     /// Share of a core each running process gets from the host.
     pub share: f64,
+    /// Speed factor of the perturbations in force (the station's `speed` is this
+    /// times the share, or 0 while throttled).
+    pert: f64,
+    /// CPU seconds used per second now.
+    burn: f64,
     pub throttled: bool,
     /// The budget ran out in the current period.
     out: bool,
@@ -134,6 +139,8 @@ impl Cpu {
             phase,
             host: spec.host,
             share: 1.0,
+            pert: 1.0,
+            burn: 0.0,
             throttled: false,
             out: false,
             used: 0.0,
@@ -470,18 +477,15 @@ pub struct Station {
     pub active: bool,
     /// Jobs that finished service but wait for room downstream (they keep their server).
     pub blocked: u32,
-    /// Speed factor of the perturbations in force (call `touch` before
-    /// changing it, `refresh` after).
+    /// Speed factor now: the perturbations' in force, times (at a CPU
+    /// station) the host's share, or 0 while throttled (set it with
+    /// `set_speed`; call `touch` before, `refresh` after).
     pub speed: f64,
     /// The station's CPU, if accounted (call `touch` before changing it,
     /// `refresh` after).
     pub cpu: Option<Box<Cpu>>,
     /// Whether `touch` has more to do than the clocks (round robin or CPU).
     extra: bool,
-    /// Speed factor of the CPU: 0 while throttled, else the host's share.
-    gate: f64,
-    /// CPU seconds used per second now.
-    burn: f64,
     /// Rate of the clock: per-job service rate `speed * g(n)` with tags, total
     /// hazard rate `speed * g(n) * sum(mu)` in a race.
     pub rate: f64,
@@ -533,8 +537,6 @@ impl Station {
             rr,
             extra: rr || cpu.is_some(),
             cpu,
-            gate: 1.0,
-            burn: 0.0,
             servers: spec.servers,
             alpha: spec.alpha.clone().into_boxed_slice(),
             capacity: spec.capacity,
@@ -676,7 +678,7 @@ impl Station {
             }
         }
         if let Some(c) = &mut self.cpu {
-            let used = dt * self.burn;
+            let used = dt * c.burn;
             c.used += used;
             c.window_used += used;
             c.budget -= used;
@@ -687,9 +689,7 @@ impl Station {
     /// in service up to the servers, none while stalled or throttled.
     pub fn cores_wanted(&self) -> f64 {
         match &self.cpu {
-            Some(c) if self.speed > 0.0 && !c.throttled => {
-                f64::from(self.serving.min(self.servers))
-            }
+            Some(c) if c.pert > 0.0 && !c.throttled => f64::from(self.serving.min(self.servers)),
             _ => 0.0,
         }
     }
@@ -699,17 +699,26 @@ impl Station {
     /// the instant it is (see `CpuSpec::tick`).
     pub fn quota_out(&self, now: f64) -> Option<f64> {
         let c = self.cpu.as_ref()?;
-        if !c.has_quota() || c.throttled || self.burn <= 0.0 {
+        if !c.has_quota() || c.throttled || c.burn <= 0.0 {
             return None;
         }
         if c.budget <= EPS {
             return Some(now);
         }
-        let t = now + c.budget / self.burn;
+        let t = now + c.budget / c.burn;
         if c.tick > 0.0 {
             return Some(c.phase + ((t - c.phase) / c.tick).ceil() * c.tick);
         }
         Some(t)
+    }
+
+    /// The perturbations in force slow the station to `factor` of its speed
+    /// (call `touch` first, `refresh` after).
+    pub fn set_speed(&mut self, factor: f64) {
+        match &mut self.cpu {
+            Some(c) => c.pert = factor,
+            None => self.speed = factor,
+        }
     }
 
     /// Whether a job completes within `dt` at the current rate.
@@ -770,7 +779,7 @@ impl Station {
         if self.extra {
             self.refresh_cpu();
         }
-        let speed = self.speed * self.gate;
+        let speed = self.speed;
         match &self.in_service {
             InService::Race(r) if r.single_mu > 0.0 && self.serving == n.min(self.serve_limit) => {
                 // All jobs present that may be served are: the total
@@ -787,9 +796,10 @@ impl Station {
     /// The CPU's gate and use after a change.
     #[cold]
     fn refresh_cpu(&mut self) {
-        if let Some(c) = &self.cpu {
-            self.gate = if c.throttled { 0.0 } else { c.share };
-            self.burn = self.cores_wanted() * c.share;
+        let cores = self.cores_wanted();
+        if let Some(c) = &mut self.cpu {
+            self.speed = if c.throttled { 0.0 } else { c.pert * c.share };
+            c.burn = cores * c.share;
         }
     }
 
@@ -840,22 +850,8 @@ impl Station {
     /// to the back of the queue when others wait (`None`).
     #[inline]
     pub fn complete(&mut self) -> Option<u32> {
-        if let InService::Rr(rr) = &mut self.in_service {
-            self.scheduled = false;
-            let (_, i, completes) = rr.next(self.rate.max(f64::MIN_POSITIVE))?;
-            if !completes {
-                let mut slot = rr.queue.remove(i)?;
-                slot.slice = rr.quantum;
-                if rr.queue.len() >= rr.servers {
-                    rr.queue.push_back(slot);
-                } else {
-                    rr.queue.insert(i, slot);
-                }
-                return None;
-            }
-            let slot = rr.queue.remove(i)?;
-            self.serving -= 1;
-            return Some(slot.job);
+        if self.rr {
+            return self.complete_rr();
         }
         let job = match &mut self.in_service {
             InService::Tags(h) => {
@@ -875,6 +871,30 @@ impl Station {
         Some(job)
     }
 
+    /// [`Station::complete`] under round robin.
+    #[cold]
+    #[inline(never)]
+    fn complete_rr(&mut self) -> Option<u32> {
+        let InService::Rr(rr) = &mut self.in_service else {
+            return None;
+        };
+        self.scheduled = false;
+        let (_, i, completes) = rr.next(self.rate.max(f64::MIN_POSITIVE))?;
+        if !completes {
+            let mut slot = rr.queue.remove(i)?;
+            slot.slice = rr.quantum;
+            if rr.queue.len() >= rr.servers {
+                rr.queue.push_back(slot);
+            } else {
+                rr.queue.insert(i, slot);
+            }
+            return None;
+        }
+        let slot = rr.queue.remove(i)?;
+        self.serving -= 1;
+        Some(slot.job)
+    }
+
     /// Restarts the virtual clock when nobody is in service, keeping it small.
     #[inline]
     pub fn settle(&mut self) {
@@ -890,24 +910,7 @@ impl Station {
         let next = match &self.in_service {
             InService::Tags(h) => h.peek().map(|top| (top.tag, top.seq)),
             InService::Race(r) => (r.len() > 0).then_some((r.threshold, 0)),
-            InService::Rr(rr) => {
-                let next = if self.rate > 0.0 {
-                    rr.next(self.rate)
-                } else {
-                    None
-                };
-                return match next {
-                    Some((dt, _, _)) => {
-                        self.scheduled = true;
-                        Resched::At(now + dt)
-                    }
-                    None if self.scheduled => {
-                        self.scheduled = false;
-                        Resched::Cancel
-                    }
-                    None => Resched::Keep,
-                };
-            }
+            InService::Rr(_) => return self.reschedule_rr(now),
         };
         let (level, seq) = match next {
             Some(next) if self.rate > 0.0 => next,
@@ -927,6 +930,29 @@ impl Station {
         self.sched_rate = self.rate;
         self.sched_seq = seq;
         Resched::At(now + (level - self.vclock).max(0.0) / self.rate)
+    }
+}
+
+impl Station {
+    /// [`Station::reschedule`] under round robin.
+    #[cold]
+    #[inline(never)]
+    fn reschedule_rr(&mut self, now: f64) -> Resched {
+        let next = match &self.in_service {
+            InService::Rr(rr) if self.rate > 0.0 => rr.next(self.rate),
+            _ => None,
+        };
+        match next {
+            Some((dt, _, _)) => {
+                self.scheduled = true;
+                Resched::At(now + dt)
+            }
+            None if self.scheduled => {
+                self.scheduled = false;
+                Resched::Cancel
+            }
+            None => Resched::Keep,
+        }
     }
 }
 
