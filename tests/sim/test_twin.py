@@ -71,6 +71,9 @@ def test_a_quota_changed_mid_run_and_changes_that_cannot_be() -> None:
         twin.scale("app", 3, at=100.0)
     with pytest.raises(ValueError, match="before the simulation's time"):
         twin.scale("app", 1, at=20.0)
+    twin.scale("app", 1, at=130.0)
+    with pytest.raises(ValueError, match="before the one at 130"):
+        twin.scale("app", 2, at=120.0)
     with pytest.raises(ValueError, match="no tier 'db'"):
         twin.set_quota("db", 0.5, at=120.0)
 

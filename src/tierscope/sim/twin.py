@@ -408,6 +408,7 @@ class Twin:
         )
         self._sim = _native.Simulator(json.dumps(spec), int(seed), 0)
         self._active = [min(t.replicas, system.most(i)) for i, t in enumerate(system.tiers)]
+        self._latest = [0.0] * len(system.tiers)  # each tier's latest change asked for
 
     @property
     def now(self) -> float:
@@ -424,11 +425,15 @@ class Twin:
         raise ValueError(f"no tier {tier!r}")
 
     def scale(self, tier: str, replicas: int, at: float) -> None:
-        """From time ``at`` the tier has ``replicas`` replicas (at most its ``max_replicas``)."""
+        """From time ``at`` the tier has ``replicas`` replicas (at most its ``max_replicas``);
+        a tier's changes must be asked for in the order of their times."""
         t = self._index(tier)
         most = self.system.most(t)
         if not 1 <= replicas <= most:
             raise ValueError(f"{tier}: {replicas} replicas, the twin has room for 1 to {most}")
+        if at < self._latest[t]:
+            raise ValueError(f"{tier}: a change at {at} s before the one at {self._latest[t]} s")
+        self._latest[t] = float(at)
         stations = self.layout.replicas[t]
         for r in range(most):
             if (r < replicas) != (r < self._active[t]):
