@@ -148,7 +148,7 @@ def test_iae_adds_a_replica_where_the_cpu_is_busiest_and_learns_configurations()
     first = next(c for c in configs if c != (1, 1, 1))
     assert first == (1, 2, 1)  # the horizontal scale model picked app, the busiest, not web/db
     # The store holds per-second rows of the configurations it ran.
-    stored = {row[1] for row in iae.ods}
+    stored = iae.ods.configurations()
     assert (1, 1, 1) in stored and any(c[1] >= 2 for c in stored)
 
 
@@ -180,3 +180,27 @@ def test_control_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert main([*base, *args]) == 2
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err
+
+
+def test_the_operational_data_store_answers_the_theses_query() -> None:
+    """Seed 001 eq. 24-25 with alpha = 0 (only shortfalls count), threshold 50, support >= 30,
+    mean SLA >= 90 %, cheapest then most recent."""
+    from tierscope.plan.control import OperationalDataStore
+
+    ods = OperationalDataStore()
+    rows = lambda x, n: np.full((n, 1), float(x))  # noqa: E731
+    ods.append(rows(100, 40), (1, 1, 1), np.full(40, 0.95), t=10)
+    ods.append(rows(150, 40), (1, 2, 1), np.full(40, 0.99), t=20)
+    ods.append(rows(150, 10), (2, 1, 1), np.full(10, 1.0), t=30)  # too little support
+    ods.append(rows(200, 40), (1, 1, 2), np.full(40, 0.85), t=40)  # SLA too low
+    ask = dict(threshold=50.0, alpha=0.0, min_support=30, min_sla=0.9)
+    assert ods.query(np.array([140.0]), **ask) == (1, 1, 1)  # 40 short: near; cheapest
+    assert ods.query(np.array([160.0]), **ask) == (1, 2, 1)  # 60 short: (1, 1, 1) is not near
+    assert ods.query(np.array([260.0]), **ask) is None
+    # With alpha = 1 over-capacity counts too: 150 is 90 above 60, (1, 1, 1) is 40 above.
+    assert ods.query(np.array([60.0]), **(ask | {"alpha": 1.0})) == (1, 1, 1)
+    # Equal cost: the most recently used.
+    ods.append(rows(100, 40), (1, 1, 1), np.full(40, 0.95), t=50)
+    ods.append(rows(100, 40), (2, 0, 1), np.full(40, 0.95), t=60)
+    assert ods.query(np.array([100.0]), **ask) == (2, 0, 1)
+    assert len(ods) == 210

@@ -120,6 +120,77 @@ class Threshold:
         }
 
 
+class OperationalDataStore:
+    """IAE's append-only store (seed 001 §1.6): one row per second of observed throughput
+    vector, the configuration it ran on, its SLA, and when. Kept as arrays that grow by
+    doubling, with each configuration numbered, so a query over 10^5 rows is a few vector
+    operations (cost = replicas in all, as in the thesis)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[int, ...], int] = {}
+        self._n = 0
+        self._x = np.empty((0, 0))
+        self._config = np.empty(0, dtype=np.int64)
+        self._sla = np.empty(0)
+        self._t = np.empty(0)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def configurations(self) -> set[tuple[int, ...]]:
+        return set(self._ids)
+
+    def rows(self) -> tuple[np.ndarray, list[tuple[int, ...]], np.ndarray, np.ndarray]:
+        """Every row: throughput vectors, configurations, SLAs, times."""
+        keys = list(self._ids)
+        n = self._n
+        return self._x[:n], [keys[i] for i in self._config[:n]], self._sla[:n], self._t[:n]
+
+    def append(self, x: np.ndarray, config: tuple[int, ...], sla: np.ndarray, t: float) -> None:
+        """Rows ``x`` (seconds x interaction types) observed on ``config`` with their SLA."""
+        x = np.asarray(x, dtype=float)
+        n = len(x)
+        if not n:
+            return
+        if self._n + n > len(self._sla):
+            size = max(2 * len(self._sla), self._n + n, 1024)
+            grow = lambda a, shape: np.resize(a, shape)  # noqa: E731 (keeps the data)
+            self._x = grow(self._x, (size, x.shape[1])) if self._n else np.empty((size, x.shape[1]))
+            self._config, self._sla, self._t = (
+                grow(a, size) for a in (self._config, self._sla, self._t)
+            )
+        i = self._ids.setdefault(tuple(int(v) for v in config), len(self._ids))
+        rows = slice(self._n, self._n + n)
+        self._x[rows], self._config[rows] = x, i
+        self._sla[rows], self._t[rows] = sla, float(t)
+        self._n += n
+
+    def query(
+        self, y: np.ndarray, *, threshold: float, alpha: float, min_support: int, min_sla: float
+    ) -> tuple[int, ...] | None:
+        """The cheapest (then most recently used) configuration among those with at least
+        ``min_support`` rows within ``threshold`` of ``y`` by the asymmetric distance
+        (shortfalls in full, over-capacity times ``alpha``) whose mean SLA is ``min_sla`` or
+        more (the thesis's query, eq. 24-25)."""
+        if not self._n:
+            return None
+        d = self._x[: self._n] - y[None, :]
+        near = np.sum(np.where(d <= 0, d * d, alpha * d * d), axis=1) < threshold**2
+        k = len(self._ids)
+        group = self._config[: self._n][near]
+        support = np.bincount(group, minlength=k)
+        mean_sla = np.bincount(group, weights=self._sla[: self._n][near], minlength=k) / np.maximum(
+            support, 1
+        )
+        last = np.full(k, -np.inf)
+        np.maximum.at(last, group, self._t[: self._n][near])
+        keys = list(self._ids)
+        ok = [i for i in range(k) if support[i] >= min_support and mean_sla[i] >= min_sla]
+        if not ok:
+            return None
+        return keys[min(ok, key=lambda i: (sum(keys[i]), -last[i]))]
+
+
 @dataclass
 class IAE:
     """Malkowski's Integrative Adaptation Engine (see the module notes)."""
@@ -132,16 +203,14 @@ class IAE:
     min_support: int = 30
     min_sla: float = 0.9
     name: str = "iae"
-    #: the operational data store: (throughput vector, config, cost, sla, time)
-    ods: list[tuple[np.ndarray, tuple[int, ...], int, float, float]] = field(default_factory=list)
+    ods: OperationalDataStore = field(default_factory=OperationalDataStore)
 
     def decide(self, obs: Observation) -> dict[str, int]:
         names = tuple(obs.config)
         key = tuple(obs.config[c] for c in names)
         if obs.config == obs.running:  # (seconds of a configuration still starting say little)
-            for x, s in zip(obs.per_second, obs.sla_per_second, strict=True):
-                if np.isfinite(s):
-                    self.ods.append((np.array([x]), key, sum(key), float(s), obs.t))
+            seen = np.isfinite(obs.sla_per_second)
+            self.ods.append(obs.per_second[seen, None], key, obs.sla_per_second[seen], obs.t)
         up = obs.sensitive_sla < self.target
         down = obs.sensitive_sla >= 1.0 and obs.throughput > 0
         if not (up or down):
@@ -149,30 +218,14 @@ class IAE:
         ahead = fourier_forecast(np.array(obs.loads), obs.interval, obs.horizon)
         change = ahead / max(obs.load, 1e-9)
         y = np.array([obs.throughput * max(change, 0.0)])
-        found = self._empirical(y, names)
+        near = self.ods.query(y, threshold=self.distance_threshold, alpha=self.alpha,
+                              min_support=self.min_support, min_sla=self.min_sla)  # fmt: skip
+        found = None if near is None else dict(zip(names, near, strict=True))
         # (scaling up, the store may only offer a configuration at least as large)
         larger = found is not None and sum(found.values()) >= sum(obs.config.values())
         if found is not None and found != obs.config and (down or larger):
             return self.bounds.clamp(found)
         return self._horizontal(obs, up)
-
-    def _empirical(self, y: np.ndarray, names: tuple[str, ...]) -> dict[str, int] | None:
-        """The cheapest (then most recent) configuration seen near the anticipated load."""
-        groups: dict[tuple[int, ...], list[tuple[float, float, int]]] = {}
-        for x, config, cost, sla, t in self.ods:
-            d = x - y
-            dist = math.sqrt(float(np.sum(np.where(d <= 0, d * d, self.alpha * d * d))))
-            if dist < self.distance_threshold:
-                groups.setdefault(config, []).append((sla, t, cost))
-        best = None
-        for config, rows in groups.items():
-            sla = float(np.mean([r[0] for r in rows]))
-            if len(rows) < self.min_support or sla < self.min_sla:
-                continue
-            rank = (rows[0][2], -max(r[1] for r in rows))
-            if best is None or rank < best[0]:
-                best = (rank, config)
-        return None if best is None else dict(zip(names, best[1], strict=True))
 
     def _horizontal(self, obs: Observation, up: bool) -> dict[str, int]:
         """One replica more for the busiest component (or less for the idlest)."""
@@ -231,6 +284,7 @@ __all__ = [
     "Controller",
     "ModelPolicy",
     "Observation",
+    "OperationalDataStore",
     "Static",
     "Threshold",
     "cheapest",
