@@ -105,14 +105,14 @@ class Setup:
     def quota(self) -> float | None:
         return tier_facts(self.spec, ("node",))["node"].cpu
 
-    def per_read(self, column: str, how: str = "median") -> float:
-        """A points column per read over the setup's levels: their median, or their least."""
+    def per_read(self, column: str) -> list[float]:
+        """A points column per read at each of the setup's levels that measured it."""
         if column not in self.points.columns:
             raise InputError("points.parquet", column, "a cassandra run's node counters")
         values = (self.points[column] / self.points["throughput"]).drop_nulls().to_list()
         if not values:
             raise InputError("points.parquet", column, "measured values at the setup's levels")
-        return float(min(values) if how == "least" else statistics.median(values))
+        return values
 
 
 @dataclass(frozen=True)
@@ -326,10 +326,10 @@ def calibrate_cassandra(
         notes.append("the model is of reads: the workload's writes are counted as reads")
     # idle threads burn CPU too (a JVM's pool workers spin before they park, a client polls):
     # per read it is least at the level with the least idle time
-    cpu = cal.per_read("node.cpu_cores", "least")
-    client = cal.per_read("client.cpu_cores", "least")
-    reads = cal.per_read("node.table_reads_s")
-    answers = cal.per_read("node.request_response_completed_s")
+    cpu = min(cal.per_read("node.cpu_cores"))
+    client = min(cal.per_read("client.cpu_cores"))
+    reads = statistics.median(cal.per_read("node.table_reads_s"))
+    answers = statistics.median(cal.per_read("node.request_response_completed_s"))
     host = run.info.get("host") or {}
     host_cores = float(host.get("usable_cores") or host.get("cores") or 1)
     node = Node.of(cal.quota, host_cores)
