@@ -155,6 +155,12 @@ def test_level_windows_leave_out_ramps_and_warm_up() -> None:
         ),
         ('{"metrics": {"http_reqs": {"count": 1}}}', "metrics.http_reqs", "k6.json"),
         ("", "file", "k6.json"),
+        (  # a duration of 2,026 years: it would have begun in year 0 (found by the fuzz test)
+            '{"type":"Point","metric":"http_req_duration","data":{"time":"2026-11-28T12:00:00Z",'
+            '"value":63931456800124.0}}\n',
+            "data.value",
+            "line 1",
+        ),
     ],
 )
 def test_bad_k6_files_are_named(tmp_path: Path, text: str, field: str, where: str) -> None:

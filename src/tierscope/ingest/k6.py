@@ -104,9 +104,14 @@ def _points_file(lines: list[str], path: Path) -> Read:
         raise InputError(DURATION, None, "http_req_duration points (the requests k6 made)",
                          source=src)  # fmt: skip
     end = _times(req["time"], req["line"], src)
+    start = end - pl.Series(req["ms"]) / 1000.0
+    before = (start < 0).arg_true()  # (a duration longer than the time since 1970)
+    if before.len():
+        i = int(before[0])
+        raise InputError("data.value", req["ms"][i], "a duration that began after 1970",
+                         source=f"{src}, line {req['line'][i]}")  # fmt: skip
     samples = pl.DataFrame(
-        {"start": end - pl.Series(req["ms"]) / 1000.0, "end": end, "ok": req["ok"],
-         "label": req["label"]},
+        {"start": start, "end": end, "ok": req["ok"], "label": req["label"]},
         schema_overrides={"label": pl.String},
     ).with_columns(pl.lit(None, pl.Float64).alias("users"),
                    pl.lit(None, pl.String).alias("request_id"),
